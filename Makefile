@@ -1,0 +1,53 @@
+# dbhost: `make test` installs what the tests need (as root, from the
+# distribution's packages) and runs vet, format check and the whole suite.
+GO      ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+STATICCHECK_VERSION ?= 2025.1.1
+
+.PHONY: build test test-unit deps vet fmt-check lint bench fuzz fixtures docs clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dbhost ./cmd/dbhost
+
+# The full suite: unit tests on recorded hosts, integration tests on private
+# PostgreSQL/MariaDB/Redis servers, short fuzzing of the parsers.
+test: deps vet fmt-check
+	DBHOST_INTEGRATION=require $(GO) test -count=1 -timeout 12m ./...
+	$(MAKE) fuzz FUZZTIME=5s
+
+# Unit tests only: no root, no servers.
+test-unit:
+	$(GO) test -count=1 -short ./...
+
+deps:
+	@scripts/install-test-deps
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+lint: vet fmt-check
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+FUZZTIME ?= 30s
+fuzz:
+	@scripts/fuzz $(FUZZTIME)
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./bench/...
+	bench/compare.sh
+
+# Re-record the host fixtures in testdata/hosts (root; changes and restores
+# kernel settings, starts private servers).
+fixtures:
+	$(GO) run ./tools/record all
+
+docs: build
+	./dbhost checks --format markdown > docs/checks.md
+
+clean:
+	rm -f dbhost

@@ -1,0 +1,274 @@
+// Package check holds dbhost's check catalog. A check is a pure function of
+// the gathered facts: it looks at one practice (vm.swappiness, the I/O
+// scheduler of a data device, a database's open-files limit) and returns a
+// verdict per subject with evidence, reason and fix. Checks register
+// themselves from init, one file per domain, one function per check.
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/fix"
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+// Severity ranks how much a failed check matters.
+type Severity int
+
+// Severities, lowest first.
+const (
+	Info Severity = iota + 1
+	Warning
+	Critical
+)
+
+func (s Severity) String() string {
+	switch s {
+	case Info:
+		return "info"
+	case Warning:
+		return "warning"
+	case Critical:
+		return "critical"
+	}
+	return "none"
+}
+
+// MarshalText writes the severity's name.
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a severity name.
+func (s *Severity) UnmarshalText(b []byte) error {
+	v, err := ParseSeverity(string(b))
+	*s = v
+	return err
+}
+
+// ParseSeverity reads "info", "warning" or "critical" ("none" never fails).
+func ParseSeverity(s string) (Severity, error) {
+	switch strings.ToLower(s) {
+	case "info":
+		return Info, nil
+	case "warning", "warn":
+		return Warning, nil
+	case "critical", "crit":
+		return Critical, nil
+	case "none":
+		return Critical + 1, nil
+	}
+	return 0, fmt.Errorf("unknown severity %q (want info, warning, critical or none)", s)
+}
+
+// Status is a check's verdict for one subject.
+type Status string
+
+// Verdicts. Unknown always carries the reason it could not judge.
+const (
+	Pass    Status = "pass"
+	Fail    Status = "fail"
+	Unknown Status = "unknown"
+)
+
+// Evidence is one observed value and where it was observed.
+type Evidence struct {
+	Key    string `json:"key"`
+	Value  string `json:"value"`
+	Source string `json:"source,omitempty"`
+}
+
+// Result is a check's verdict on one subject.
+type Result struct {
+	// Subject: "host", "device:vda", "mount:/var/lib/mysql",
+	// "postgres:5432".
+	Subject  string
+	Status   Status
+	Evidence []Evidence
+	// Reason explains the verdict: why it matters, with the measured effect
+	// where one is known; for Unknown, why it could not be judged.
+	Reason string
+	Fix    *fix.Fix
+}
+
+// Check is one entry of the catalog.
+type Check struct {
+	ID       string
+	Title    string
+	Severity Severity
+	// AppliesTo names the engines or conditions the check judges: "host",
+	// "postgres", "mysql", "mongodb", "redis", "galera", "numa", "nfs",
+	// "zfs", "container", "tuned", "selinux".
+	AppliesTo []string
+	// Doc explains what the check looks at and why, for `dbhost checks`
+	// and docs/checks.md.
+	Doc  string
+	Refs []string
+	// Run judges the facts. It returns no result when the check does not
+	// apply (no such engine, no such device).
+	Run func(f *facts.Facts) []Result
+}
+
+var (
+	mu       sync.Mutex
+	registry = map[string]*Check{}
+)
+
+// Register adds a check to the catalog. A duplicate or malformed entry is a
+// programming error and panics at start-up.
+func Register(c Check) {
+	mu.Lock()
+	defer mu.Unlock()
+	if c.ID == "" || c.Title == "" || c.Doc == "" || c.Run == nil || c.Severity == 0 || len(c.AppliesTo) == 0 {
+		panic("check: incomplete registration of " + c.ID)
+	}
+	if _, dup := registry[c.ID]; dup {
+		panic("check: duplicate ID " + c.ID)
+	}
+	registry[c.ID] = &c
+}
+
+// All returns the catalog sorted by ID.
+func All() []*Check {
+	mu.Lock()
+	defer mu.Unlock()
+	out := make([]*Check, 0, len(registry))
+	for _, c := range registry {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// Lookup finds a check by ID.
+func Lookup(id string) (*Check, bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	c, ok := registry[id]
+	return c, ok
+}
+
+// Finding is a Result together with its check's identity, as reported.
+type Finding struct {
+	ID       string     `json:"id"`
+	Title    string     `json:"title"`
+	Severity Severity   `json:"severity"`
+	Subject  string     `json:"subject"`
+	Status   Status     `json:"status"`
+	Evidence []Evidence `json:"evidence"`
+	Reason   string     `json:"reason"`
+	Fix      *fix.Fix   `json:"fix,omitempty"`
+	Refs     []string   `json:"refs,omitempty"`
+}
+
+// Selector picks checks by ID or domain prefix ("mem", "storage.nfs").
+type Selector struct {
+	Only []string
+	Skip []string
+}
+
+// Match reports whether a check ID is selected.
+func (s Selector) Match(id string) bool {
+	if len(s.Only) > 0 && !matchAny(id, s.Only) {
+		return false
+	}
+	return !matchAny(id, s.Skip)
+}
+
+func matchAny(id string, pats []string) bool {
+	for _, p := range pats {
+		p = strings.TrimSuffix(strings.TrimSpace(p), ".*")
+		if p != "" && (id == p || strings.HasPrefix(id, p+".")) {
+			return true
+		}
+	}
+	return false
+}
+
+// Run evaluates the selected checks. A check that panics yields an unknown
+// finding instead of taking the audit down.
+func Run(f *facts.Facts, sel Selector, fc fix.Context) []Finding {
+	var out []Finding
+	for _, c := range All() {
+		if !sel.Match(c.ID) {
+			continue
+		}
+		for _, r := range runOne(c, f) {
+			fd := Finding{ID: c.ID, Title: c.Title, Severity: c.Severity, Subject: r.Subject,
+				Status: r.Status, Evidence: r.Evidence, Reason: r.Reason, Refs: c.Refs}
+			if fd.Evidence == nil {
+				fd.Evidence = []Evidence{}
+			}
+			if r.Status == Fail && !r.Fix.Empty() {
+				fx := *r.Fix
+				fx.Runtime = fix.RuntimeCommands(&fx)
+				fx.Files = fix.Render(fc, []fix.Item{{ID: c.ID, Subject: r.Subject, Fix: &fx}})
+				fd.Fix = &fx
+			}
+			out = append(out, fd)
+		}
+	}
+	Sort(out)
+	return out
+}
+
+func runOne(c *Check, f *facts.Facts) (res []Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = []Result{{Subject: "host", Status: Unknown, Reason: fmt.Sprintf("internal error in check: %v", p)}}
+		}
+	}()
+	return c.Run(f)
+}
+
+// Sort orders findings by severity (highest first), status, ID, subject.
+func Sort(fs []Finding) {
+	rank := map[Status]int{Fail: 0, Unknown: 1, Pass: 2}
+	sort.SliceStable(fs, func(a, b int) bool {
+		x, y := fs[a], fs[b]
+		if rank[x.Status] != rank[y.Status] {
+			return rank[x.Status] < rank[y.Status]
+		}
+		if x.Severity != y.Severity {
+			return x.Severity > y.Severity
+		}
+		if x.ID != y.ID {
+			return x.ID < y.ID
+		}
+		return x.Subject < y.Subject
+	})
+}
+
+// Helpers that keep check functions short.
+
+// Ev builds an evidence entry.
+func Ev(key, value, source string) Evidence { return Evidence{Key: key, Value: value, Source: source} }
+
+// EvReading turns a Reading into evidence.
+func EvReading(key string, r host.Reading) Evidence {
+	v := r.Value
+	if !r.OK() {
+		v = "unreadable: " + r.Err
+	}
+	return Evidence{Key: key, Value: v, Source: r.Source}
+}
+
+// PassR, FailR and UnknownR build results.
+func PassR(subject, reason string, ev ...Evidence) Result {
+	return Result{Subject: subject, Status: Pass, Reason: reason, Evidence: ev}
+}
+
+// FailR builds a failing result with its fix.
+func FailR(subject, reason string, fx *fix.Fix, ev ...Evidence) Result {
+	return Result{Subject: subject, Status: Fail, Reason: reason, Fix: fx, Evidence: ev}
+}
+
+// UnknownR builds an unknown result; why must say what was missing.
+func UnknownR(subject, why string, ev ...Evidence) Result {
+	return Result{Subject: subject, Status: Unknown, Reason: why, Evidence: ev}
+}
+
+// SubjectHost is the subject of host-wide checks.
+const SubjectHost = "host"

@@ -1,0 +1,358 @@
+// Package cli wires dbhost's commands. It holds no state between calls: each
+// command parses its own flag set, so tests run commands in parallel.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/fix"
+	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/report"
+)
+
+// Exit statuses.
+const (
+	ExitOK       = 0 // nothing at or above --fail-on
+	ExitFindings = 1 // findings at or above --fail-on
+	ExitError    = 2 // could not run
+)
+
+// Env is what a command may touch: its arguments and standard streams.
+type Env struct {
+	Stdout, Stderr io.Writer
+	// Stdin is unused today; kept so tests can drive prompts later.
+	Stdin io.Reader
+}
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, env Env, args []string) int
+}
+
+func commands() []command {
+	return []command{
+		{"audit", "judge this host (or a snapshot) and every database on it", runAudit},
+		{"collect", "write a snapshot of what the checks read, without secrets", runCollect},
+		{"checks", "list the check catalog", runChecks},
+		{"fix", "render the persistent files that fix the findings", runFix},
+		{"version", "print the version", runVersion},
+	}
+}
+
+// Main runs dbhost with os.Args-style arguments and returns the exit status.
+func Main(args []string, env Env) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(args) < 2 {
+		usage(env.Stderr)
+		return ExitError
+	}
+	name := args[1]
+	if name == "-h" || name == "--help" || name == "help" {
+		usage(env.Stdout)
+		return ExitOK
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(ctx, env, args[2:])
+		}
+	}
+	fmt.Fprintf(env.Stderr, "dbhost: unknown command %q\n\n", name)
+	usage(env.Stderr)
+	return ExitError
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "dbhost makes Linux hosts run databases well.\n\nUsage: dbhost COMMAND [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'dbhost COMMAND -h' for a command's flags.")
+}
+
+// listFlag collects comma-separated, repeatable values.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// sourceFlags are shared by commands that observe a host.
+type sourceFlags struct {
+	from      string
+	root      string
+	pgDSN     string
+	mysqlDSN  string
+	noConnect bool
+}
+
+func (s *sourceFlags) register(fs *flag.FlagSet, withFrom bool) {
+	if withFrom {
+		fs.StringVar(&s.from, "from", "", "read a snapshot written by 'dbhost collect' instead of this host")
+	}
+	fs.StringVar(&s.root, "root", "/", "root of the live filesystem to read (for chroots and tests)")
+	fs.StringVar(&s.pgDSN, "pg", "", "PostgreSQL connection string (default: local socket with the usual credentials)")
+	fs.StringVar(&s.mysqlDSN, "mysql", "", "MySQL DSN (default: local socket with ~/.my.cnf or socket auth)")
+	fs.BoolVar(&s.noConnect, "no-connect", false, "do not connect to databases; read settings from files")
+}
+
+func (s *sourceFlags) open() (*host.Host, error) {
+	if s.from != "" {
+		return host.OpenSnapshot(s.from)
+	}
+	return host.Open(s.root)
+}
+
+func (s *sourceFlags) options() facts.Options {
+	return facts.Options{Engine: engine.Options{PGDSN: s.pgDSN, MySQLDSN: s.mysqlDSN, NoConnect: s.noConnect}}
+}
+
+func newFlagSet(env Env, name, args string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(env.Stderr, "Usage: dbhost %s %s\n\nFlags:\n", name, args)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse handles -h (exit 0) and flag errors (exit 2).
+func parse(fs *flag.FlagSet, args []string) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK, false
+		}
+		return ExitError, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "dbhost %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return ExitError, false
+	}
+	return 0, true
+}
+
+func runAudit(ctx context.Context, env Env, args []string) int {
+	fs := newFlagSet(env, "audit", "[flags]")
+	var src sourceFlags
+	src.register(fs, true)
+	format := fs.String("format", "text", "output format: "+strings.Join(report.Formats(), ", "))
+	verbose := fs.Bool("v", false, "show evidence and passed checks")
+	failOn := fs.String("fail-on", "warning", "exit 1 when a check fails at or above this severity: info, warning, critical, none")
+	color := fs.String("color", "auto", "colour: auto (only on a terminal), always, never")
+	var only, skip listFlag
+	fs.Var(&only, "only", "run only these checks (IDs or domain prefixes, comma-separated)")
+	fs.Var(&skip, "skip", "skip these checks (IDs or domain prefixes)")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	threshold, err := check.ParseSeverity(*failOn)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost audit:", err)
+		return ExitError
+	}
+	if err := validSelection(only, skip); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost audit:", err)
+		return ExitError
+	}
+	start := time.Now()
+	h, err := src.open()
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost audit:", err)
+		return ExitError
+	}
+	defer h.Close()
+	f := facts.Gather(ctx, h, src.options())
+	sel := check.Selector{Only: only, Skip: skip}
+	findings := check.Run(f, sel, fix.ContextFrom(f))
+	a := &report.Audit{Facts: f, Findings: findings, Checks: countSelected(sel), Duration: time.Since(start)}
+	useColor := *color == "always" || (*color == "auto" && isTerminal(env.Stdout) && os.Getenv("NO_COLOR") == "")
+	if err := report.Render(env.Stdout, *format, a, report.Options{Verbose: *verbose, Color: useColor}); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost audit:", err)
+		return ExitError
+	}
+	return exitStatus(findings, threshold)
+}
+
+// exitStatus is 2 when nothing could be judged, 1 when a check failed at or
+// above the threshold, else 0.
+func exitStatus(findings []check.Finding, threshold check.Severity) int {
+	judged, failed := 0, false
+	for _, fd := range findings {
+		if fd.Status != check.Unknown {
+			judged++
+		}
+		if fd.Status == check.Fail && fd.Severity >= threshold {
+			failed = true
+		}
+	}
+	switch {
+	case len(findings) > 0 && judged == 0:
+		return ExitError
+	case failed:
+		return ExitFindings
+	}
+	return ExitOK
+}
+
+func countSelected(sel check.Selector) int {
+	n := 0
+	for _, c := range check.All() {
+		if sel.Match(c.ID) {
+			n++
+		}
+	}
+	return n
+}
+
+// validSelection rejects --only/--skip patterns that match no check, so a
+// typo does not silently run nothing.
+func validSelection(lists ...[]string) error {
+	for _, l := range lists {
+		for _, p := range l {
+			sel := check.Selector{Only: []string{p}}
+			if countSelected(sel) == 0 {
+				return fmt.Errorf("no check matches %q (see 'dbhost checks')", p)
+			}
+		}
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func runCollect(ctx context.Context, env Env, args []string) int {
+	fs := newFlagSet(env, "collect", "-o FILE.tar.gz [flags]")
+	var src sourceFlags
+	src.register(fs, false)
+	out := fs.String("o", "", "write the snapshot to this file ('-' for standard output)")
+	note := fs.String("note", "", "free text stored in the manifest (what this snapshot shows)")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if *out == "" {
+		fmt.Fprintln(env.Stderr, "dbhost collect: -o FILE is required")
+		return ExitError
+	}
+	h, err := host.Open(src.root)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost collect:", err)
+		return ExitError
+	}
+	if err := h.StartRecording(); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost collect:", err)
+		return ExitError
+	}
+	f := facts.Gather(ctx, h, src.options())
+	// Judging is part of collecting: checks may ask for nothing more, but
+	// this proves the snapshot holds all they read.
+	_ = check.Run(f, check.Selector{}, fix.ContextFrom(f))
+	write := func(w io.Writer) error { return h.WriteSnapshot(w, *note) }
+	if *out == "-" {
+		err = write(env.Stdout)
+	} else {
+		err = writeFileAtomic(*out, 0o600, write)
+	}
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost collect:", err)
+		return ExitError
+	}
+	if *out != "-" {
+		fmt.Fprintf(env.Stderr, "dbhost collect: wrote %s (%d instances, %d notes)\n", *out, len(f.Instances), len(f.Notes))
+	}
+	return ExitOK
+}
+
+func runChecks(_ context.Context, env Env, args []string) int {
+	fs := newFlagSet(env, "checks", "[flags]")
+	format := fs.String("format", "text", "output format: text, json, markdown")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if err := renderCatalog(env.Stdout, *format); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost checks:", err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+func runFix(ctx context.Context, env Env, args []string) int {
+	fs := newFlagSet(env, "fix", "--out DIR [flags]")
+	var src sourceFlags
+	src.register(fs, true)
+	out := fs.String("out", "", "directory to render the fix files into (render only; nothing on the host changes)")
+	var only, skip listFlag
+	fs.Var(&only, "only", "fix only these checks (IDs or domain prefixes)")
+	fs.Var(&skip, "skip", "leave these checks out")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if *out == "" {
+		fmt.Fprintln(env.Stderr, "dbhost fix: --out DIR is required (applying fixes is not supported yet)")
+		return ExitError
+	}
+	if err := validSelection(only, skip); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost fix:", err)
+		return ExitError
+	}
+	h, err := src.open()
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost fix:", err)
+		return ExitError
+	}
+	defer h.Close()
+	f := facts.Gather(ctx, h, src.options())
+	fc := fix.ContextFrom(f)
+	findings := check.Run(f, check.Selector{Only: only, Skip: skip}, fc)
+	var items []fix.Item
+	for _, fd := range findings {
+		if fd.Status == check.Fail && fd.Fix != nil {
+			items = append(items, fix.Item{ID: fd.ID, Subject: fd.Subject, Fix: fd.Fix})
+		}
+	}
+	files := fix.Render(fc, items)
+	written, err := fix.WriteTree(*out, files, fix.Notes(items))
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost fix:", err)
+		return ExitError
+	}
+	sort.Strings(written)
+	for _, p := range written {
+		fmt.Fprintln(env.Stdout, p)
+	}
+	fmt.Fprintf(env.Stderr, "dbhost fix: %d findings with fixes, %d files in %s\n", len(items), len(written), *out)
+	return ExitOK
+}
+
+func runVersion(_ context.Context, env Env, _ []string) int {
+	fmt.Fprintln(env.Stdout, "dbhost", host.Version)
+	return ExitOK
+}

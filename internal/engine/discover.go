@@ -1,0 +1,282 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+// Options control how instances are inspected.
+type Options struct {
+	// PGDSN and MySQLDSN are explicit connection strings; when empty the
+	// usual local credentials are tried (peer/socket auth, ~/.pgpass,
+	// PG* variables, ~/.my.cnf).
+	PGDSN    string
+	MySQLDSN string
+	// NoConnect skips live connections: settings come from files only.
+	NoConnect bool
+	// Timeout bounds each live connection.
+	Timeout time.Duration
+}
+
+// Table is the host's process table.
+type Table struct {
+	Procs  []Process
+	byPID  map[int]*Process
+	users  map[int]string
+	groups map[int]string
+}
+
+// Get returns a process by PID.
+func (t *Table) Get(pid int) (Process, bool) {
+	p, ok := t.byPID[pid]
+	if !ok {
+		return Process{}, false
+	}
+	return *p, true
+}
+
+// Children lists the direct children of pid.
+func (t *Table) Children(pid int) []int {
+	var out []int
+	for _, p := range t.Procs {
+		if p.PPID == pid {
+			out = append(out, p.PID)
+		}
+	}
+	return out
+}
+
+// UserName maps a UID to a name from /etc/passwd.
+func (t *Table) UserName(uid int) string {
+	if n, ok := t.users[uid]; ok {
+		return n
+	}
+	return strconv.Itoa(uid)
+}
+
+// GroupName maps a GID to a name from /etc/group.
+func (t *Table) GroupName(gid int) string {
+	if n, ok := t.groups[gid]; ok {
+		return n
+	}
+	return strconv.Itoa(gid)
+}
+
+// ByComm returns the processes whose command name is one of names.
+func (t *Table) ByComm(names ...string) []Process {
+	var out []Process
+	for _, p := range t.Procs {
+		for _, n := range names {
+			if p.Comm == n {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// ReadTable reads every process's comm and status. Processes that exit while
+// being read are skipped: a scan is a moment, not a transaction.
+func ReadTable(h *host.Host) (*Table, error) {
+	pids, err := h.PIDs()
+	if err != nil {
+		return nil, fmt.Errorf("process table: %w", err)
+	}
+	t := &Table{byPID: map[int]*Process{}}
+	t.users = readIDNames(h, "/etc/passwd")
+	t.groups = readIDNames(h, "/etc/group")
+	for _, pid := range pids {
+		st, err := h.ProcStat(pid)
+		if err != nil {
+			continue
+		}
+		status, err := h.Status(pid)
+		if err != nil {
+			continue
+		}
+		// Effective IDs: what the process runs as.
+		p := Process{PID: pid, PPID: st.PPID, Comm: status.Name, UID: int(status.UIDs[1]), GID: int(status.GIDs[1])}
+		p.User = t.UserName(p.UID)
+		t.Procs = append(t.Procs, p)
+	}
+	for i := range t.Procs {
+		t.byPID[t.Procs[i].PID] = &t.Procs[i]
+	}
+	return t, nil
+}
+
+// readIDNames maps numeric IDs to names from a passwd-style file.
+func readIDNames(h *host.Host, file string) map[int]string {
+	m := map[int]string{}
+	b, err := h.ReadFile(file)
+	if err != nil {
+		return m
+	}
+	for _, ln := range strings.Split(string(b), "\n") {
+		f := strings.Split(ln, ":")
+		if len(f) < 3 {
+			continue
+		}
+		if id, err := strconv.Atoi(f[2]); err == nil {
+			if _, dup := m[id]; !dup {
+				m[id] = f[0]
+			}
+		}
+	}
+	return m
+}
+
+// Detector finds and describes the instances of one engine.
+type Detector interface {
+	Engine() Engine
+	// Match reports whether p is the main server process of an instance
+	// (not a worker or a client).
+	Match(p Process, t *Table) bool
+	// Inspect describes the instance whose main process is p. It fills what
+	// it can and records what it could not read in the instance's error
+	// fields; it returns an error only when p is not an instance after all
+	// (for example it exited).
+	Inspect(ctx context.Context, h *host.Host, p Process, t *Table, opts Options) (*Instance, error)
+}
+
+var (
+	detectorsMu sync.Mutex
+	detectors   []Detector
+)
+
+// Register adds a detector; engine subpackages call it from init.
+func Register(d Detector) {
+	detectorsMu.Lock()
+	defer detectorsMu.Unlock()
+	detectors = append(detectors, d)
+}
+
+// Detectors returns the registered detectors.
+func Detectors() []Detector {
+	detectorsMu.Lock()
+	defer detectorsMu.Unlock()
+	return append([]Detector(nil), detectors...)
+}
+
+// Discover finds every database instance on the host. Problems that stop one
+// instance from being described are returned as notes, not errors.
+func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Instance, []string) {
+	if opts.Timeout == 0 {
+		opts.Timeout = 3 * time.Second
+	}
+	type job struct {
+		d Detector
+		p Process
+	}
+	var jobs []job
+	for _, p := range t.Procs {
+		for _, d := range Detectors() {
+			if d.Match(p, t) {
+				jobs = append(jobs, job{d, p})
+				break
+			}
+		}
+	}
+	out := make([]*Instance, len(jobs))
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = j.d.Inspect(ctx, h, j.p, t, opts)
+		}()
+	}
+	wg.Wait()
+	var notes []string
+	var found []*Instance
+	for i, inst := range out {
+		if errs[i] != nil {
+			notes = append(notes, fmt.Sprintf("%s pid %d: %s", jobs[i].d.Engine(), jobs[i].p.PID, host.Explain(errs[i])))
+			continue
+		}
+		if inst != nil {
+			found = append(found, inst)
+		}
+	}
+	AttachListeners(h, found)
+	SortInstances(found)
+	return found, notes
+}
+
+// AttachListeners fills each instance's Listen from the kernel's socket
+// tables and the process's socket inodes: what is really listening, not what
+// the configuration asks for.
+func AttachListeners(h *host.Host, insts []*Instance) {
+	if len(insts) == 0 {
+		return
+	}
+	byInode := map[uint64]Listener{}
+	tcp, tcpErr := h.NetTCP()
+	for _, s := range tcp {
+		if s.St != 0x0A { // TCP_LISTEN
+			continue
+		}
+		proto := "tcp"
+		if s.LocalAddr.To4() == nil {
+			proto = "tcp6"
+		}
+		byInode[s.Inode] = Listener{Proto: proto, Addr: s.LocalAddr.String(), Port: int(s.LocalPort), Backlog: int(s.TxQueue)}
+	}
+	for _, l := range unixListeners(h) {
+		byInode[l.inode] = l.Listener
+	}
+	for _, inst := range insts {
+		inodes, err := h.SocketInodes(inst.PID)
+		if err != nil {
+			inst.ListenErr = host.Explain(err)
+			continue
+		}
+		if tcpErr != nil {
+			inst.ListenErr = host.Explain(tcpErr)
+		}
+		seen := map[string]bool{}
+		for _, ino := range inodes {
+			if l, ok := byInode[ino]; ok && !seen[l.String()] {
+				seen[l.String()] = true
+				inst.Listen = append(inst.Listen, l)
+			}
+		}
+		sort.Slice(inst.Listen, func(a, b int) bool { return inst.Listen[a].String() < inst.Listen[b].String() })
+	}
+}
+
+type unixListener struct {
+	Listener
+	inode uint64
+}
+
+// unixListeners reads listening Unix sockets from /proc/net/unix.
+func unixListeners(h *host.Host) []unixListener {
+	b, err := h.ReadFile("/proc/net/unix")
+	if err != nil {
+		return nil
+	}
+	var out []unixListener
+	for _, ln := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(ln)
+		// Num RefCount Protocol Flags Type St Inode Path
+		if len(f) < 8 || f[3] != "00010000" { // __SO_ACCEPTCON: listening
+			continue
+		}
+		ino, err := strconv.ParseUint(f[6], 10, 64)
+		if err != nil {
+			continue
+		}
+		out = append(out, unixListener{Listener{Proto: "unix", Addr: f[7]}, ino})
+	}
+	return out
+}

@@ -1,0 +1,298 @@
+// Package engine finds the database servers running on a host and describes
+// each one: engine, version, user, data directory, configuration files and
+// effective settings, listening sockets. Each engine lives in a subpackage
+// that registers a Detector; package engine/all imports them all.
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Engine names a database engine family.
+type Engine string
+
+// The engines dbhost knows.
+const (
+	Postgres Engine = "postgres"
+	MySQL    Engine = "mysql" // MySQL, MariaDB, Percona Server, Galera/PXC
+	MongoDB  Engine = "mongodb"
+	Redis    Engine = "redis"
+)
+
+// Engines lists all engines in display order.
+var Engines = []Engine{Postgres, MySQL, MongoDB, Redis}
+
+// Process is one entry of the host's process table.
+type Process struct {
+	PID  int    `json:"pid"`
+	PPID int    `json:"ppid"`
+	Comm string `json:"comm"`
+	UID  int    `json:"uid"`
+	GID  int    `json:"gid"`
+	User string `json:"user,omitempty"`
+}
+
+// Setting is one effective configuration value and where it was set.
+type Setting struct {
+	Value string `json:"value"`
+	// Source: "live" (read from the server), "file:/etc/.../postgresql.conf:12",
+	// "cmdline", or "default" (the engine's compiled-in default).
+	Source string `json:"source"`
+	// Unit as the server reports it (PostgreSQL: "8kB", "MB", "ms").
+	Unit string `json:"unit,omitempty"`
+}
+
+// Listener is a socket the instance is listening on.
+type Listener struct {
+	Proto string `json:"proto"` // tcp, tcp6, unix
+	Addr  string `json:"addr"`  // 0.0.0.0, ::, 127.0.0.1, or the socket path
+	Port  int    `json:"port,omitempty"`
+	// Backlog is the accept queue the socket was created with (/proc/net/tcp
+	// shows it for listening sockets), 0 if unknown.
+	Backlog int `json:"backlog,omitempty"`
+}
+
+// Wildcard reports whether the listener accepts connections on every address.
+func (l Listener) Wildcard() bool {
+	return l.Proto != "unix" && (l.Addr == "0.0.0.0" || l.Addr == "::")
+}
+
+// Loopback reports whether the listener is reachable only from this host.
+func (l Listener) Loopback() bool {
+	return l.Proto == "unix" || strings.HasPrefix(l.Addr, "127.") || l.Addr == "::1"
+}
+
+func (l Listener) String() string {
+	if l.Proto == "unix" {
+		return "unix:" + l.Addr
+	}
+	if strings.Contains(l.Addr, ":") {
+		return fmt.Sprintf("[%s]:%d", l.Addr, l.Port)
+	}
+	return fmt.Sprintf("%s:%d", l.Addr, l.Port)
+}
+
+// Instance is one running database server.
+type Instance struct {
+	Engine Engine `json:"engine"`
+	// Flavor is the product: PostgreSQL, MySQL, MariaDB, Percona Server,
+	// Percona XtraDB Cluster, MongoDB, Redis, Valkey.
+	Flavor        string `json:"flavor"`
+	Version       string `json:"version,omitempty"`
+	VersionSource string `json:"version_source,omitempty"`
+
+	PID     int      `json:"pid"`
+	Comm    string   `json:"comm"`
+	Exe     string   `json:"exe,omitempty"`
+	Cmdline []string `json:"cmdline,omitempty"` // secrets redacted
+	User    string   `json:"user,omitempty"`
+	UID     int      `json:"uid"`
+	GID     int      `json:"gid"`
+	// Children are worker processes (PostgreSQL backends).
+	Children []int `json:"children,omitempty"`
+
+	// Port is the configured TCP port (0: none, or unknown).
+	Port int `json:"port,omitempty"`
+	// DataDir is the data directory as configured.
+	DataDir string `json:"data_dir,omitempty"`
+	// Paths names the other directories whose storage matters, by role:
+	// "wal", "binlog", "redo", "tmp", "log". The data directory is "data".
+	Paths map[string]string `json:"paths,omitempty"`
+
+	// ConfigFiles lists the configuration files read, in the order the
+	// server reads them.
+	ConfigFiles []string `json:"config_files,omitempty"`
+	// IncludeDir is a directory the server reads every file of (conf.d);
+	// dbhost's fix snippets go there.
+	IncludeDir string `json:"include_dir,omitempty"`
+	// ConfigErrors lists problems found while reading them (include loops,
+	// unreadable files, lines that do not parse).
+	ConfigErrors []string `json:"config_errors,omitempty"`
+
+	// Settings are the effective settings, names lower-cased; MySQL names
+	// use underscores.
+	Settings map[string]Setting `json:"settings,omitempty"`
+	// SettingsSource says where Settings came from: "live" (a connection to
+	// the server) or "files"; LiveErr says why a live read failed.
+	SettingsSource string `json:"settings_source"`
+	LiveVia        string `json:"live_via,omitempty"`
+	LiveErr        string `json:"live_error,omitempty"`
+
+	Listen    []Listener `json:"listen,omitempty"`
+	ListenErr string     `json:"listen_error,omitempty"`
+
+	Postgres *PostgresInfo `json:"postgres,omitempty"`
+	MySQL    *MySQLInfo    `json:"mysql,omitempty"`
+	Mongo    *MongoInfo    `json:"mongodb,omitempty"`
+	Redis    *RedisInfo    `json:"redis,omitempty"`
+}
+
+// PostgresInfo holds PostgreSQL-only facts.
+type PostgresInfo struct {
+	// Databases with their collation provider versions (PostgreSQL 15+
+	// records the glibc version an index was built with).
+	Databases []PGDatabase `json:"databases,omitempty"`
+	// Cluster is the Debian cluster name ("15/main"), if any.
+	Cluster string `json:"cluster,omitempty"`
+}
+
+// PGDatabase is one database's collation facts.
+type PGDatabase struct {
+	Name string `json:"name"`
+	// Collate is datcollate; Provider is "libc" or "icu".
+	Collate  string `json:"collate"`
+	Provider string `json:"provider,omitempty"`
+	// RecordedVersion is datcollversion: the collation library version when
+	// the database was created or last refreshed. ActualVersion is the one
+	// the running server's library reports now.
+	RecordedVersion string `json:"recorded_version,omitempty"`
+	ActualVersion   string `json:"actual_version,omitempty"`
+}
+
+// MySQLInfo holds MySQL/MariaDB-only facts.
+type MySQLInfo struct {
+	// Galera is set when wsrep is on (Galera, Percona XtraDB Cluster).
+	Galera bool `json:"galera,omitempty"`
+	// Users lists accounts for the hardening checks (host, user, flags),
+	// only when read live. Passwords are never read.
+	Users []MySQLUser `json:"users,omitempty"`
+	// Databases names the schemas (to spot a leftover "test").
+	Databases []string `json:"databases,omitempty"`
+}
+
+// MySQLUser is one account, without credentials.
+type MySQLUser struct {
+	User          string `json:"user"`
+	Host          string `json:"host"`
+	EmptyPassword bool   `json:"empty_password"`
+	Super         bool   `json:"super,omitempty"`
+	Grant         bool   `json:"grant,omitempty"`
+}
+
+// MongoInfo holds MongoDB-only facts.
+type MongoInfo struct {
+	StorageEngine string `json:"storage_engine,omitempty"`
+}
+
+// RedisInfo holds Redis-only facts.
+type RedisInfo struct {
+	// AuthConfigured reports requirepass or ACL users with passwords.
+	AuthConfigured bool `json:"auth_configured"`
+}
+
+// Name identifies the instance in findings: "postgres:5432", or the data
+// directory or PID when no port is known.
+func (i *Instance) Name() string {
+	switch {
+	case i.Port > 0:
+		return fmt.Sprintf("%s:%d", i.Engine, i.Port)
+	case i.DataDir != "":
+		return fmt.Sprintf("%s:%s", i.Engine, i.DataDir)
+	}
+	return fmt.Sprintf("%s:pid%d", i.Engine, i.PID)
+}
+
+// Setting returns an effective setting by name (case-insensitive; MySQL's
+// dashes and underscores are the same).
+func (i *Instance) Setting(name string) (Setting, bool) {
+	if i.Settings == nil {
+		return Setting{}, false
+	}
+	s, ok := i.Settings[NormalizeName(name)]
+	return s, ok
+}
+
+// SettingValue returns a setting's value or "".
+func (i *Instance) SettingValue(name string) string {
+	s, _ := i.Setting(name)
+	return s.Value
+}
+
+// Set records a setting (later calls override earlier ones).
+func (i *Instance) Set(name, value, source string) {
+	if i.Settings == nil {
+		i.Settings = map[string]Setting{}
+	}
+	i.Settings[NormalizeName(name)] = Setting{Value: value, Source: source}
+}
+
+// NormalizeName lower-cases a setting name and turns dashes into
+// underscores.
+func NormalizeName(name string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimSpace(name)), "-", "_")
+}
+
+// Major returns the leading number of Version (15 for "15.4", 10 for
+// "10.11.6-MariaDB"), or 0.
+func (i *Instance) Major() int {
+	v, _ := VersionParts(i.Version)
+	if len(v) == 0 {
+		return 0
+	}
+	return v[0]
+}
+
+// VersionParts splits "10.11.6-MariaDB-0+deb12u1" into [10 11 6] and the
+// rest.
+func VersionParts(s string) ([]int, string) {
+	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
+	var out []int
+	for s != "" {
+		j := 0
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		if j == 0 {
+			break
+		}
+		n, _ := strconv.Atoi(s[:j])
+		out = append(out, n)
+		s = s[j:]
+		if !strings.HasPrefix(s, ".") {
+			break
+		}
+		s = s[1:]
+	}
+	return out, s
+}
+
+// VersionAtLeast compares a dotted version with a minimum ("8.0").
+func VersionAtLeast(version, min string) bool {
+	a, _ := VersionParts(version)
+	b, _ := VersionParts(min)
+	for k := 0; k < len(b); k++ {
+		var x int
+		if k < len(a) {
+			x = a[k]
+		}
+		if x != b[k] {
+			return x > b[k]
+		}
+	}
+	return true
+}
+
+// SortInstances orders instances by engine, then port, then PID.
+func SortInstances(in []*Instance) {
+	sort.SliceStable(in, func(a, b int) bool {
+		if in[a].Engine != in[b].Engine {
+			return engineRank(in[a].Engine) < engineRank(in[b].Engine)
+		}
+		if in[a].Port != in[b].Port {
+			return in[a].Port < in[b].Port
+		}
+		return in[a].PID < in[b].PID
+	})
+}
+
+func engineRank(e Engine) int {
+	for i, x := range Engines {
+		if x == e {
+			return i
+		}
+	}
+	return len(Engines)
+}

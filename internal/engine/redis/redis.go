@@ -1,0 +1,3 @@
+// Package redis finds running Redis (and Valkey) servers and reads redis.conf
+// with its includes and the command line that overrides it.
+package redis

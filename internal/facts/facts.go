@@ -1,0 +1,186 @@
+// Package facts gathers, once, everything dbhost's checks judge: kernel
+// settings, memory, storage, limits, time, security and the database
+// instances. Gathering reads through a *host.Host (live or snapshot); checks
+// then read only these typed facts and never touch the filesystem.
+package facts
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	"github.com/dbhost/dbhost/internal/engine"
+	_ "github.com/dbhost/dbhost/internal/engine/all" // register every engine
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+// Facts is one observation of a host.
+type Facts struct {
+	Source   string        `json:"source"` // "live" or the snapshot file
+	Manifest host.Manifest `json:"manifest"`
+	// AsRoot: the observation had root privileges; without them some facts
+	// are missing and their checks say so.
+	AsRoot bool `json:"as_root"`
+
+	System   System                  `json:"system"`
+	Sysctl   map[string]host.Reading `json:"sysctl"`
+	Persist  Persist                 `json:"persist"`
+	Memory   Memory                  `json:"memory"`
+	Storage  Storage                 `json:"storage"`
+	Time     Time                    `json:"time"`
+	Security Security                `json:"security"`
+	Tuned    Tuned                   `json:"tuned"`
+
+	// Processes is the process table (comm, user, parent) of the host.
+	Processes []engine.Process `json:"processes"`
+	Instances []*Instance      `json:"instances"`
+
+	// Notes lists what could not be gathered at all, and why.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Instance is a database instance plus the host facts that are about it:
+// its limits, cgroup, service unit, storage and memory.
+type Instance struct {
+	*engine.Instance
+	Limits    host.Limits   `json:"limits,omitempty"`
+	LimitsErr string        `json:"limits_error,omitempty"`
+	OOMScore  host.Reading  `json:"oom_score_adj"`
+	Cgroup    Cgroup        `json:"cgroup"`
+	Unit      *Unit         `json:"unit,omitempty"`
+	Storage   []PathStorage `json:"storage,omitempty"`
+	Mem       InstanceMem   `json:"mem"`
+	// Label is the security label of the process (/proc/PID/attr/current).
+	Label host.Reading `json:"label"`
+}
+
+// Options tune gathering.
+type Options struct {
+	Engine engine.Options
+}
+
+// gatherer fills one domain of the facts. Host-level gatherers run in
+// parallel, each writing only its own field of Facts; instance gatherers run
+// after discovery, each writing only its own fields of the Instance.
+type gatherer struct {
+	name string
+	host func(ctx context.Context, h *host.Host, f *Facts)
+	inst func(ctx context.Context, h *host.Host, f *Facts, in *Instance)
+}
+
+var (
+	gatherersMu sync.Mutex
+	gatherers   []gatherer
+)
+
+// registerHost adds a host-level gatherer (called from init in domain files).
+func registerHost(name string, fn func(ctx context.Context, h *host.Host, f *Facts)) {
+	gatherersMu.Lock()
+	defer gatherersMu.Unlock()
+	gatherers = append(gatherers, gatherer{name: name, host: fn})
+}
+
+// registerInstance adds a per-instance gatherer.
+func registerInstance(name string, fn func(ctx context.Context, h *host.Host, f *Facts, in *Instance)) {
+	gatherersMu.Lock()
+	defer gatherersMu.Unlock()
+	gatherers = append(gatherers, gatherer{name: name, inst: fn})
+}
+
+// Gather observes the host. It never fails as a whole: what it cannot read
+// is recorded next to the fact (Reading.Err) or in Notes.
+func Gather(ctx context.Context, h *host.Host, opts Options) *Facts {
+	f := &Facts{
+		Source:   h.Source(),
+		Manifest: h.Manifest(),
+		AsRoot:   h.Manifest().AsRoot(),
+		Sysctl:   map[string]host.Reading{},
+	}
+	// The process table and every host-level gatherer run in parallel; each
+	// gatherer writes only its own domain field of f.
+	var wg sync.WaitGroup
+	var table *engine.Table
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t, err := engine.ReadTable(h)
+		if err != nil {
+			f.Note(host.Explain(err))
+			t = &engine.Table{}
+		}
+		table = t
+	}()
+	for _, g := range registered() {
+		if g.host == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.host(ctx, h, f)
+		}()
+	}
+	wg.Wait()
+	f.Processes = table.Procs
+
+	insts, notes := engine.Discover(ctx, h, table, opts.Engine)
+	for _, n := range notes {
+		f.Note(n)
+	}
+	for _, in := range insts {
+		f.Instances = append(f.Instances, &Instance{Instance: in})
+	}
+	// Instances are few; their gatherers run in parallel per instance.
+	for _, in := range f.Instances {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, g := range registered() {
+				if g.inst != nil {
+					g.inst(ctx, h, f, in)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Strings(f.Notes)
+	return f
+}
+
+func registered() []gatherer {
+	gatherersMu.Lock()
+	defer gatherersMu.Unlock()
+	return append([]gatherer(nil), gatherers...)
+}
+
+// Note records something that could not be gathered. Safe for concurrent use.
+func (f *Facts) Note(msg string) {
+	notesMu.Lock()
+	defer notesMu.Unlock()
+	f.Notes = append(f.Notes, msg)
+}
+
+var notesMu sync.Mutex
+
+// ByEngine returns the instances of one engine.
+func (f *Facts) ByEngine(e engine.Engine) []*Instance {
+	var out []*Instance
+	for _, in := range f.Instances {
+		if in.Engine == e {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// Has reports whether an instance of the engine runs on the host.
+func (f *Facts) Has(e engine.Engine) bool { return len(f.ByEngine(e)) > 0 }
+
+// SysctlReading returns a gathered kernel parameter; a parameter nobody asked
+// to gather reads as unknown rather than panicking.
+func (f *Facts) SysctlReading(name string) host.Reading {
+	if r, ok := f.Sysctl[name]; ok {
+		return r
+	}
+	return host.Missing(host.SysctlPath(name), "not gathered")
+}

@@ -1,0 +1,44 @@
+package facts
+
+import (
+	"context"
+	"sort"
+	"sync"
+
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+var (
+	sysctlMu    sync.Mutex
+	sysctlNames = map[string]bool{}
+)
+
+// wantSysctl declares kernel parameters a domain's checks judge; the sysctl
+// gatherer reads each once. Domain files call it from init.
+func wantSysctl(names ...string) {
+	sysctlMu.Lock()
+	defer sysctlMu.Unlock()
+	for _, n := range names {
+		sysctlNames[n] = true
+	}
+}
+
+// SysctlNames lists the gathered kernel parameters, sorted.
+func SysctlNames() []string {
+	sysctlMu.Lock()
+	defer sysctlMu.Unlock()
+	out := make([]string, 0, len(sysctlNames))
+	for n := range sysctlNames {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func init() { registerHost("sysctl", gatherSysctl) }
+
+func gatherSysctl(_ context.Context, h *host.Host, f *Facts) {
+	for _, n := range SysctlNames() {
+		f.Sysctl[n] = h.ReadSysctl(n)
+	}
+}

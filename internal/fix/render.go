@@ -1,0 +1,477 @@
+package fix
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+)
+
+// Name is the stem of every file dbhost writes; 60 orders it after
+// distribution defaults (10-50) and before local overrides (99).
+const Name = "60-dbhost"
+
+// Context is what rendering needs to know about the host.
+type Context struct {
+	// TunedProfile is the active TuneD profile, if any; TuneD re-applies
+	// its own values, so fixes also go into a child profile.
+	TunedProfile string
+	// TunedReapplySysctl: TuneD re-reads sysctl.d after its profile (its
+	// default), so sysctl.d wins for sysctls.
+	TunedReapplySysctl bool
+	// Container: dbhost runs in a container; kernel settings belong on the
+	// host.
+	Container bool
+	// Instances describes each database instance by name.
+	Instances map[string]InstanceInfo
+}
+
+// InstanceInfo tells where an instance's configuration snippet belongs.
+type InstanceInfo struct {
+	Engine string
+	// ConfDir is a directory the server includes (conf.d), if any;
+	// ConfFile is its main configuration file.
+	ConfDir  string
+	ConfFile string
+}
+
+// Item is one finding's fix, with the finding's identity for comments.
+type Item struct {
+	ID      string
+	Subject string
+	Fix     *Fix
+}
+
+func (it Item) tag() string {
+	if it.Subject == "" || it.Subject == "host" {
+		return it.ID
+	}
+	return it.ID + " (" + it.Subject + ")"
+}
+
+// Render turns fixes into persistent files, merged per file and sorted so
+// that rendering the same findings twice gives identical files.
+func Render(ctx Context, items []Item) []File {
+	var files []File
+	add := func(f File) {
+		if f.Content != "" {
+			files = append(files, f)
+		}
+	}
+	add(renderSysctl(ctx, items))
+	add(renderUdev(items))
+	add(renderLimits(items))
+	files = append(files, renderDropins(items)...)
+	add(renderTmpfiles(items))
+	add(renderCmdline(items))
+	if ctx.TunedProfile != "" {
+		add(renderTuned(ctx, items))
+	}
+	files = append(files, renderConfig(ctx, items)...)
+	add(renderMounts(items))
+	sort.Slice(files, func(a, b int) bool { return files[a].Path < files[b].Path })
+	return files
+}
+
+const header = "# Written by dbhost. Each setting names the findings it fixes.\n"
+
+// entry collects, for one key, its value and the findings that want it.
+type entry struct {
+	key, value string
+	tags       []string
+}
+
+func collect(items []Item, get func(Item) []KV) []entry {
+	idx := map[string]*entry{}
+	var order []string
+	for _, it := range items {
+		for _, kv := range get(it) {
+			e, ok := idx[kv.Key]
+			if !ok {
+				e = &entry{key: kv.Key, value: kv.Value}
+				idx[kv.Key] = e
+				order = append(order, kv.Key)
+			}
+			// The first finding to ask sets the value; findings are
+			// ordered by severity, so the most severe one wins a conflict.
+			e.tags = appendUnique(e.tags, it.tag())
+		}
+	}
+	sort.Strings(order)
+	out := make([]entry, 0, len(order))
+	for _, k := range order {
+		out = append(out, *idx[k])
+	}
+	return out
+}
+
+func appendUnique(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+func renderSysctl(ctx Context, items []Item) File {
+	es := collect(items, func(it Item) []KV { return it.Fix.Sysctl })
+	if len(es) == 0 {
+		return File{}
+	}
+	var b strings.Builder
+	b.WriteString(header)
+	b.WriteString("# Apply now with: sysctl --system\n")
+	if ctx.Container {
+		b.WriteString("# dbhost ran in a container: install this file on the container's host.\n")
+	}
+	if ctx.TunedProfile != "" && !ctx.TunedReapplySysctl {
+		b.WriteString("# TuneD is active and does not re-apply sysctl.d: the same values are in the dbhost TuneD profile.\n")
+	}
+	for _, e := range es {
+		fmt.Fprintf(&b, "\n# %s\n%s = %s\n", strings.Join(e.tags, ", "), e.key, e.value)
+	}
+	return File{Path: "/etc/sysctl.d/" + Name + ".conf", Content: b.String(), Mode: 0o644}
+}
+
+func renderUdev(items []Item) File {
+	type dev struct {
+		attrs map[string]string
+		tags  []string
+	}
+	devs := map[string]*dev{}
+	for _, it := range items {
+		for _, u := range it.Fix.Udev {
+			d, ok := devs[u.Device]
+			if !ok {
+				d = &dev{attrs: map[string]string{}}
+				devs[u.Device] = d
+			}
+			if _, set := d.attrs[u.Attr]; !set {
+				d.attrs[u.Attr] = u.Value
+			}
+			d.tags = appendUnique(d.tags, it.tag())
+		}
+	}
+	if len(devs) == 0 {
+		return File{}
+	}
+	var b strings.Builder
+	b.WriteString(header)
+	b.WriteString("# Apply now with: udevadm control --reload && udevadm trigger --subsystem-match=block --action=change\n")
+	b.WriteString("# Kernel names can change between boots when disks are added; match on ENV{ID_SERIAL} if yours do.\n")
+	for _, name := range sortedKeys(devs) {
+		d := devs[name]
+		fmt.Fprintf(&b, "\n# %s\nACTION==\"add|change\", SUBSYSTEM==\"block\", KERNEL==\"%s\"", strings.Join(d.tags, ", "), name)
+		for _, a := range sortedKeys(d.attrs) {
+			fmt.Fprintf(&b, ", ATTR{%s}=\"%s\"", a, d.attrs[a])
+		}
+		b.WriteString("\n")
+	}
+	return File{Path: "/etc/udev/rules.d/" + Name + ".rules", Content: b.String(), Mode: 0o644}
+}
+
+func renderLimits(items []Item) File {
+	type line struct {
+		l    LimitLine
+		tags []string
+	}
+	idx := map[string]*line{}
+	for _, it := range items {
+		for _, l := range it.Fix.Limits {
+			k := l.Domain + " " + l.Type + " " + l.Item
+			if e, ok := idx[k]; ok {
+				e.tags = appendUnique(e.tags, it.tag())
+				continue
+			}
+			idx[k] = &line{l: l, tags: []string{it.tag()}}
+		}
+	}
+	if len(idx) == 0 {
+		return File{}
+	}
+	var b strings.Builder
+	b.WriteString(header)
+	b.WriteString("# pam_limits applies these to logins and to services started outside systemd;\n")
+	b.WriteString("# systemd services need the LimitXXX= drop-ins written next to this file.\n")
+	for _, k := range sortedKeys(idx) {
+		e := idx[k]
+		fmt.Fprintf(&b, "\n# %s\n%-12s %-5s %-8s %s\n", strings.Join(e.tags, ", "), e.l.Domain, e.l.Type, e.l.Item, e.l.Value)
+	}
+	return File{Path: "/etc/security/limits.d/" + Name + ".conf", Content: b.String(), Mode: 0o644}
+}
+
+func renderDropins(items []Item) []File {
+	units := map[string]map[string]map[string]*entry{} // unit → section → key
+	for _, it := range items {
+		for _, d := range it.Fix.Dropins {
+			secs, ok := units[d.Unit]
+			if !ok {
+				secs = map[string]map[string]*entry{}
+				units[d.Unit] = secs
+			}
+			keys, ok := secs[d.Section]
+			if !ok {
+				keys = map[string]*entry{}
+				secs[d.Section] = keys
+			}
+			e, ok := keys[d.Key]
+			if !ok {
+				e = &entry{key: d.Key, value: d.Value}
+				keys[d.Key] = e
+			}
+			e.tags = appendUnique(e.tags, it.tag())
+		}
+	}
+	var files []File
+	for _, u := range sortedKeys(units) {
+		var b strings.Builder
+		b.WriteString(header)
+		fmt.Fprintf(&b, "# Apply with: systemctl daemon-reload && systemctl restart %s\n", u)
+		for _, s := range sortedKeys(units[u]) {
+			fmt.Fprintf(&b, "\n[%s]\n", s)
+			keys := units[u][s]
+			for _, k := range sortedKeys(keys) {
+				e := keys[k]
+				fmt.Fprintf(&b, "# %s\n%s=%s\n", strings.Join(e.tags, ", "), e.key, e.value)
+			}
+		}
+		files = append(files, File{Path: "/etc/systemd/system/" + u + ".d/" + Name + ".conf", Content: b.String(), Mode: 0o644})
+	}
+	return files
+}
+
+// renderTmpfiles persists /sys knobs (THP defrag, khugepaged) that have no
+// kernel parameter: systemd-tmpfiles writes them early at every boot.
+func renderTmpfiles(items []Item) File {
+	es := collect(items, func(it Item) []KV { return it.Fix.Sysfs })
+	if len(es) == 0 {
+		return File{}
+	}
+	var b strings.Builder
+	b.WriteString(header)
+	b.WriteString("# systemd-tmpfiles writes these /sys values at every boot. Apply now with:\n")
+	b.WriteString("#   systemd-tmpfiles --create " + "/etc/tmpfiles.d/" + Name + ".conf\n")
+	for _, e := range es {
+		fmt.Fprintf(&b, "\n# %s\nw %s - - - - %s\n", strings.Join(e.tags, ", "), e.key, e.value)
+	}
+	return File{Path: "/etc/tmpfiles.d/" + Name + ".conf", Content: b.String(), Mode: 0o644}
+}
+
+// renderCmdline writes a GRUB drop-in (Debian and Ubuntu read
+// /etc/default/grub.d/*.cfg); RHEL-family hosts use grubby instead.
+func renderCmdline(items []Item) File {
+	var params []string
+	tags := map[string][]string{}
+	for _, it := range items {
+		for _, p := range it.Fix.Cmdline {
+			if _, ok := tags[p]; !ok {
+				params = append(params, p)
+			}
+			tags[p] = appendUnique(tags[p], it.tag())
+		}
+	}
+	if len(params) == 0 {
+		return File{}
+	}
+	sort.Strings(params)
+	var b strings.Builder
+	b.WriteString(header)
+	for _, p := range params {
+		fmt.Fprintf(&b, "# %s: %s\n", p, strings.Join(tags[p], ", "))
+	}
+	b.WriteString("# Then run update-grub and reboot. On RHEL-family hosts instead run:\n")
+	fmt.Fprintf(&b, "#   grubby --update-kernel=ALL --args=\"%s\"\n", strings.Join(params, " "))
+	fmt.Fprintf(&b, "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX %s\"\n", strings.Join(params, " "))
+	return File{Path: "/etc/default/grub.d/" + Name + ".cfg", Content: b.String(), Mode: 0o644}
+}
+
+// renderTuned writes a child TuneD profile that includes the active one and
+// overrides what the findings need, so TuneD stops re-applying bad values.
+func renderTuned(ctx Context, items []Item) File {
+	sys := collect(items, func(it Item) []KV { return it.Fix.Sysctl })
+	var thp string
+	for _, it := range items {
+		for _, kv := range it.Fix.Sysfs {
+			if kv.Key == "/sys/kernel/mm/transparent_hugepage/enabled" && thp == "" {
+				thp = kv.Value
+			}
+		}
+	}
+	if len(sys) == 0 && thp == "" {
+		return File{}
+	}
+	var b strings.Builder
+	b.WriteString(header)
+	fmt.Fprintf(&b, "# TuneD profile %q is active and re-applies its values at every start.\n", ctx.TunedProfile)
+	b.WriteString("# Activate this child profile with: tuned-adm profile dbhost\n")
+	fmt.Fprintf(&b, "\n[main]\nsummary=%s with dbhost's database fixes\ninclude=%s\n", ctx.TunedProfile, ctx.TunedProfile)
+	if thp != "" {
+		fmt.Fprintf(&b, "\n[vm]\ntransparent_hugepages=%s\n", thp)
+	}
+	if len(sys) > 0 {
+		b.WriteString("\n[sysctl]\n")
+		for _, e := range sys {
+			fmt.Fprintf(&b, "# %s\n%s=%s\n", strings.Join(e.tags, ", "), e.key, e.value)
+		}
+	}
+	return File{Path: "/etc/tuned/dbhost/tuned.conf", Content: b.String(), Mode: 0o644}
+}
+
+// renderConfig writes one snippet per database instance into the directory
+// the server includes, or next to its main file with a note to include it.
+func renderConfig(ctx Context, items []Item) []File {
+	byInst := map[string][]entry{}
+	restart := map[string]bool{}
+	engineOf := map[string]string{}
+	for _, it := range items {
+		for _, c := range it.Fix.Config {
+			es := byInst[c.Instance]
+			found := false
+			for i := range es {
+				if es[i].key == c.Key {
+					es[i].tags = appendUnique(es[i].tags, it.tag())
+					found = true
+				}
+			}
+			if !found {
+				es = append(es, entry{key: c.Key, value: c.Value, tags: []string{it.tag()}})
+			}
+			byInst[c.Instance] = es
+			restart[c.Instance] = restart[c.Instance] || c.Restart
+			engineOf[c.Instance] = c.Engine
+		}
+	}
+	var files []File
+	for _, inst := range sortedKeys(byInst) {
+		es := byInst[inst]
+		sort.Slice(es, func(a, b int) bool { return es[a].key < es[b].key })
+		info := ctx.Instances[inst]
+		eng := engineOf[inst]
+		var b strings.Builder
+		b.WriteString(header)
+		fmt.Fprintf(&b, "# Settings for %s.\n", inst)
+		dir := info.ConfDir
+		var p string
+		switch eng {
+		case "postgres":
+			if dir == "" && info.ConfFile != "" {
+				dir = path.Dir(info.ConfFile)
+				fmt.Fprintf(&b, "# Add to %s: include_if_exists = '%s.conf'\n", info.ConfFile, Name)
+			}
+			p = path.Join(dir, Name+".conf")
+			if restart[inst] {
+				b.WriteString("# Some settings need a server restart; others apply with: SELECT pg_reload_conf();\n")
+			} else {
+				b.WriteString("# Apply with: SELECT pg_reload_conf();\n")
+			}
+			for _, e := range es {
+				fmt.Fprintf(&b, "\n# %s\n%s = '%s'\n", strings.Join(e.tags, ", "), e.key, e.value)
+			}
+		case "mysql":
+			if dir == "" {
+				dir = "/etc/mysql/conf.d"
+			}
+			p = path.Join(dir, Name+".cnf")
+			b.WriteString("# Read at server start (restart to apply settings that are not dynamic).\n\n[mysqld]\n")
+			for _, e := range es {
+				fmt.Fprintf(&b, "# %s\n%s = %s\n", strings.Join(e.tags, ", "), e.key, e.value)
+			}
+		default:
+			if dir == "" && info.ConfFile != "" {
+				dir = path.Dir(info.ConfFile)
+			}
+			if dir == "" {
+				dir = "/etc"
+			}
+			p = path.Join(dir, Name+"-"+strings.ReplaceAll(inst, ":", "-")+".conf")
+			fmt.Fprintf(&b, "# Merge into %s (restart to apply).\n", info.ConfFile)
+			for _, e := range es {
+				fmt.Fprintf(&b, "\n# %s\n%s %s\n", strings.Join(e.tags, ", "), e.key, e.value)
+			}
+		}
+		files = append(files, File{Path: p, Content: b.String(), Mode: 0o640})
+	}
+	return files
+}
+
+// renderMounts writes the mount option changes as a checklist for
+// /etc/fstab: rewriting the live fstab is left to a person.
+func renderMounts(items []Item) File {
+	type mc struct {
+		add, remove []string
+		tags        []string
+	}
+	ms := map[string]*mc{}
+	for _, it := range items {
+		for _, m := range it.Fix.Mount {
+			e, ok := ms[m.MountPoint]
+			if !ok {
+				e = &mc{}
+				ms[m.MountPoint] = e
+			}
+			for _, a := range m.Add {
+				e.add = appendUnique(e.add, a)
+			}
+			for _, r := range m.Remove {
+				e.remove = appendUnique(e.remove, r)
+			}
+			e.tags = appendUnique(e.tags, it.tag())
+		}
+	}
+	if len(ms) == 0 {
+		return File{}
+	}
+	var b strings.Builder
+	b.WriteString(header)
+	b.WriteString("# Mount option changes for /etc/fstab (options column), then: mount -o remount <mount point>\n")
+	for _, mp := range sortedKeys(ms) {
+		e := ms[mp]
+		fmt.Fprintf(&b, "\n# %s\n%s", strings.Join(e.tags, ", "), mp)
+		if len(e.add) > 0 {
+			fmt.Fprintf(&b, " add=%s", strings.Join(e.add, ","))
+		}
+		if len(e.remove) > 0 {
+			fmt.Fprintf(&b, " remove=%s", strings.Join(e.remove, ","))
+		}
+		b.WriteString("\n")
+	}
+	return File{Path: "fstab-changes.txt", Content: b.String(), Mode: 0o644}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RuntimeCommands derives the commands that apply a fix now from its
+// structured parts, for people to read (they are never run from strings).
+func RuntimeCommands(f *Fix) []string {
+	var out []string
+	for _, kv := range f.Sysctl {
+		out = append(out, fmt.Sprintf("sysctl -w %s=%s", kv.Key, kv.Value))
+	}
+	for _, kv := range f.Sysfs {
+		out = append(out, fmt.Sprintf("echo %s > %s", kv.Value, kv.Key))
+	}
+	for _, u := range f.Udev {
+		out = append(out, fmt.Sprintf("echo %s > /sys/block/%s/%s", u.Value, u.Device, u.Attr))
+	}
+	units := map[string]bool{}
+	for _, d := range f.Dropins {
+		units[d.Unit] = true
+	}
+	for _, u := range sortedKeys(units) {
+		out = append(out, "systemctl daemon-reload && systemctl restart "+u)
+	}
+	for _, m := range f.Mount {
+		if len(m.Remove) == 0 && len(m.Add) > 0 {
+			out = append(out, fmt.Sprintf("mount -o remount,%s %s", strings.Join(m.Add, ","), m.MountPoint))
+		}
+	}
+	return append(out, f.Runtime...)
+}

@@ -1,0 +1,534 @@
+// Package host is dbhost's single view of a machine. Every read of /proc,
+// /sys and /etc, every external command and every system call whose result a
+// check depends on goes through a *Host, whose root is either the live system
+// or an unpacked snapshot. While collecting, a Host records what it read, so a
+// snapshot holds exactly what the checks need and nothing else.
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/procfs"
+)
+
+// MaxFileSize caps a single read. Config files beyond it are reported as
+// unreadable rather than loaded: no database ships a legitimate 64 MiB config.
+const MaxFileSize = 64 << 20
+
+// ErrTooLarge is returned when a file exceeds MaxFileSize.
+var ErrTooLarge = errors.New("file larger than 64 MiB")
+
+// ErrNotLive is returned when an observation that needs the running system
+// (a command, a system call, a database query) was not recorded in a snapshot.
+var ErrNotLive = errors.New("not recorded in this snapshot")
+
+// Host reads one machine, live or recorded.
+type Host struct {
+	root     string // directory that holds proc/, sys/, etc/ ...
+	live     bool
+	snapshot string // archive path when opened from a snapshot
+	tmpdir   string // unpacked snapshot, removed by Close
+
+	proc procfs.FS
+
+	rec  *recording // non-nil while collecting (live only)
+	snap *recording // recorded probes and errors of an opened snapshot
+
+	manifest   Manifest
+	cmdTimeout time.Duration
+}
+
+// Open returns a Host over the live system mounted at root (usually "/").
+// Commands and system calls are only run when root is "/": against any other
+// root they would describe the wrong machine.
+func Open(root string) (*Host, error) {
+	if root == "" {
+		root = "/"
+	}
+	st, err := os.Stat(root)
+	if err != nil {
+		return nil, fmt.Errorf("host root: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("host root %s is not a directory", root)
+	}
+	h := &Host{root: root, live: true, cmdTimeout: 10 * time.Second}
+	h.proc, _ = procfs.NewFS(filepath.Join(root, "proc")) // errors surface on each read
+	h.manifest = liveManifest(h)
+	return h, nil
+}
+
+// Live reports whether the host is the running system (not a snapshot).
+func (h *Host) Live() bool { return h.live }
+
+// System reports whether commands and system calls describe this host: it is
+// live and rooted at "/".
+func (h *Host) System() bool { return h.live && filepath.Clean(h.root) == "/" }
+
+// Source names where facts come from: "live" or the snapshot path.
+func (h *Host) Source() string {
+	if h.live {
+		if h.System() {
+			return "live"
+		}
+		return "live:" + h.root
+	}
+	return h.snapshot
+}
+
+// Manifest describes the host (and, for snapshots, when and how it was taken).
+func (h *Host) Manifest() Manifest { return h.manifest }
+
+// Root is the directory that holds the host's files. Only for the few readers
+// (procfs) that need a real directory; everything else uses Host methods.
+func (h *Host) Root() string { return h.root }
+
+// Close releases an unpacked snapshot.
+func (h *Host) Close() error {
+	if h.tmpdir != "" {
+		err := os.RemoveAll(h.tmpdir)
+		h.tmpdir = ""
+		return err
+	}
+	return nil
+}
+
+// rel turns "/proc/meminfo" or "proc/meminfo" into the clean, root-relative
+// form "proc/meminfo" used as a key in recordings and archives.
+func rel(p string) string {
+	p = path.Clean("/" + p)
+	return strings.TrimPrefix(p, "/")
+}
+
+func (h *Host) abs(p string) string { return filepath.Join(h.root, filepath.FromSlash(rel(p))) }
+
+// ReadFile reads a file below the host root. Reads larger than MaxFileSize
+// fail with ErrTooLarge.
+func (h *Host) ReadFile(p string) ([]byte, error) { return h.readFile(p, false) }
+
+// ReadConfig reads a configuration file. Its content is returned as is, but a
+// snapshot stores it with password-bearing values redacted.
+func (h *Host) ReadConfig(p string) ([]byte, error) { return h.readFile(p, true) }
+
+// ReadSecret reads a credentials file (~/.pgpass, ~/.my.cnf) on the live
+// system only. It is never recorded, and a snapshot never has one.
+func (h *Host) ReadSecret(p string) ([]byte, error) {
+	if !h.live {
+		return nil, &fs.PathError{Op: "open", Path: "/" + rel(p), Err: ErrNotLive}
+	}
+	return readCapped(h.abs(p))
+}
+
+func (h *Host) readFile(p string, redact bool) ([]byte, error) {
+	key := rel(p)
+	if err := h.recordedErr(key); err != nil {
+		return nil, err
+	}
+	b, err := readCapped(h.abs(p))
+	if h.rec != nil {
+		h.rec.file(key, b, err, redact)
+	}
+	if err != nil {
+		return nil, pathErr("open", key, err)
+	}
+	return b, nil
+}
+
+func readCapped(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > MaxFileSize {
+		return nil, ErrTooLarge
+	}
+	return buf.Bytes(), nil
+}
+
+// pathErr normalises errors so that a recorded error and a live one read the
+// same: "open /proc/1/maps: permission denied".
+func pathErr(op, key string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &fs.PathError{Op: op, Path: "/" + key, Err: pe.Err}
+	}
+	return &fs.PathError{Op: op, Path: "/" + key, Err: err}
+}
+
+// Touch declares files a procfs reader is about to read, so that collection
+// records them and a snapshot reproduces their errors. It returns the recorded
+// error of the first path that has one.
+func (h *Host) Touch(paths ...string) error {
+	for _, p := range paths {
+		key := rel(p)
+		if err := h.recordedErr(key); err != nil {
+			return err
+		}
+		if h.rec != nil {
+			b, err := readCapped(h.abs(p))
+			h.rec.file(key, b, err, false)
+		}
+	}
+	return nil
+}
+
+// ReadDir lists the names in a directory, sorted.
+func (h *Host) ReadDir(p string) ([]string, error) {
+	key := rel(p)
+	v, err := h.probe("readdir:"+key, func() ([]byte, error) {
+		ents, err := os.ReadDir(h.abs(p))
+		if err != nil {
+			return nil, pathErr("open", key, err)
+		}
+		names := make([]string, 0, len(ents))
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		sort.Strings(names)
+		return []byte(strings.Join(names, "\n")), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(v) == 0 {
+		return nil, nil
+	}
+	return strings.Split(string(v), "\n"), nil
+}
+
+// Readlink returns the target of a symbolic link, unfollowed.
+func (h *Host) Readlink(p string) (string, error) {
+	key := rel(p)
+	v, err := h.probe("readlink:"+key, func() ([]byte, error) {
+		t, err := os.Readlink(h.abs(p))
+		if err != nil {
+			return nil, pathErr("readlink", key, err)
+		}
+		return []byte(t), nil
+	})
+	return string(v), err
+}
+
+// Realpath resolves every symbolic link in an absolute path on the host, the
+// way the kernel would for a process in the host's root.
+func (h *Host) Realpath(p string) (string, error) {
+	key := rel(p)
+	v, err := h.probe("realpath:"+key, func() ([]byte, error) {
+		r, err := filepath.EvalSymlinks(h.abs(p))
+		if err != nil {
+			return nil, pathErr("realpath", key, err)
+		}
+		r, err = filepath.Rel(h.root, r)
+		if err != nil {
+			return nil, err
+		}
+		return []byte("/" + rel(filepath.ToSlash(r))), nil
+	})
+	return string(v), err
+}
+
+// FileInfo is the part of stat(2) checks use.
+type FileInfo struct {
+	Mode  fs.FileMode `json:"mode"`
+	UID   int         `json:"uid"`
+	GID   int         `json:"gid"`
+	Size  int64       `json:"size"`
+	Dev   uint64      `json:"dev"` // st_dev, to find the mount a path lives on
+	IsDir bool        `json:"is_dir"`
+}
+
+// Stat stats a path (following symlinks).
+func (h *Host) Stat(p string) (FileInfo, error) {
+	key := rel(p)
+	var fi FileInfo
+	v, err := h.probe("stat:"+key, func() ([]byte, error) {
+		st, err := os.Stat(h.abs(p))
+		if err != nil {
+			return nil, pathErr("stat", key, err)
+		}
+		fi := FileInfo{Mode: st.Mode(), Size: st.Size(), IsDir: st.IsDir()}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			fi.UID, fi.GID, fi.Dev = int(sys.Uid), int(sys.Gid), uint64(sys.Dev)
+		}
+		return marshal(fi)
+	})
+	if err != nil {
+		return fi, err
+	}
+	return fi, unmarshal(v, &fi)
+}
+
+// Exists reports whether a path exists (a cheap Stat).
+func (h *Host) Exists(p string) bool {
+	_, err := h.Stat(p)
+	return err == nil
+}
+
+// Getxattr reads an extended attribute (e.g. security.selinux) of a path.
+func (h *Host) Getxattr(p, attr string) (string, error) {
+	key := rel(p)
+	v, err := h.probe("xattr:"+attr+":"+key, func() ([]byte, error) {
+		if !h.System() {
+			return nil, ErrNotLive
+		}
+		buf := make([]byte, 1024)
+		n, err := syscall.Getxattr(h.abs(p), attr, buf)
+		if err != nil {
+			return nil, pathErr("getxattr", key, err)
+		}
+		return bytes.TrimRight(buf[:n], "\x00"), nil
+	})
+	return string(v), err
+}
+
+// Run executes a command (argument list, never a shell string) with a
+// timeout and returns its standard output. On a snapshot it replays the
+// recorded output. Commands only run on the live system rooted at "/".
+func (h *Host) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	key := "cmd:" + strings.Join(append([]string{name}, args...), "\x00")
+	return h.probe(key, func() ([]byte, error) {
+		if !h.System() {
+			return nil, ErrNotLive
+		}
+		ctx, cancel := context.WithTimeout(ctx, h.cmdTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Env = []string{"LC_ALL=C", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+		var out, stderr bytes.Buffer
+		cmd.Stdout = &limitedWriter{w: &out, n: MaxFileSize}
+		cmd.Stderr = &limitedWriter{w: &stderr, n: 4096}
+		if err := cmd.Run(); err != nil {
+			msg := strings.TrimSpace(stderr.String())
+			if msg != "" {
+				return out.Bytes(), fmt.Errorf("%s: %w: %s", name, err, firstLine(msg))
+			}
+			return out.Bytes(), fmt.Errorf("%s: %w", name, err)
+		}
+		return out.Bytes(), nil
+	})
+}
+
+// Probe runs fn on the live system and records its result under key; on a
+// snapshot it returns the recorded result. Use it for observations that are
+// not files: system calls, database queries. The key must be stable for the
+// same observation and must never contain a secret.
+func (h *Host) Probe(key string, fn func() ([]byte, error)) ([]byte, error) {
+	return h.probe("probe:"+key, func() ([]byte, error) {
+		if !h.System() {
+			return nil, ErrNotLive
+		}
+		return fn()
+	})
+}
+
+func (h *Host) probe(key string, fn func() ([]byte, error)) ([]byte, error) {
+	if !h.live {
+		return h.snap.replay(key)
+	}
+	if h.rec != nil {
+		if v, err, ok := h.rec.cached(key); ok {
+			return v, err
+		}
+	}
+	v, err := fn()
+	if h.rec != nil {
+		h.rec.probe(key, v, err)
+	}
+	return v, err
+}
+
+func (h *Host) recordedErr(key string) error {
+	if h.live || h.snap == nil {
+		return nil
+	}
+	return h.snap.fileErr(key)
+}
+
+type limitedWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if l.n <= 0 {
+		return len(p), nil
+	}
+	q := p
+	if int64(len(q)) > l.n {
+		q = q[:l.n]
+	}
+	n, err := l.w.Write(q)
+	l.n -= int64(n)
+	if err != nil {
+		return n, err
+	}
+	return len(p), nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// recording holds what a collection read, or what a snapshot replays.
+type recording struct {
+	mu     sync.Mutex
+	files  map[string][]byte // regular file contents, by root-relative path
+	errs   map[string]string // read errors other than "does not exist"
+	probes map[string]probeResult
+}
+
+type probeResult struct {
+	Out []byte `json:"out,omitempty"`
+	Err string `json:"err,omitempty"`
+	// Errno keeps the kind of error, so that errors.Is(err, fs.ErrNotExist)
+	// and permission checks behave the same on a snapshot.
+	Errno int `json:"errno,omitempty"`
+}
+
+func newRecording() *recording {
+	return &recording{files: map[string][]byte{}, errs: map[string]string{}, probes: map[string]probeResult{}}
+}
+
+func (r *recording) file(key string, b []byte, err error, redact bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			r.errs[key] = errString(err)
+		}
+		return
+	}
+	if redact {
+		b = Redact(b)
+	}
+	r.files[key] = b
+}
+
+func (r *recording) probe(key string, v []byte, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pr := probeResult{Out: v}
+	if err != nil {
+		pr.Err = err.Error()
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			pr.Errno = int(errno)
+		}
+		if errors.Is(err, ErrNotLive) {
+			pr.Errno = -1
+		}
+	}
+	r.probes[key] = pr
+}
+
+func (r *recording) cached(key string) ([]byte, error, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pr, ok := r.probes[key]
+	if !ok {
+		return nil, nil, false
+	}
+	return pr.Out, pr.err(), true
+}
+
+func (r *recording) replay(key string) ([]byte, error) {
+	if r == nil {
+		return nil, ErrNotLive
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pr, ok := r.probes[key]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", describeKey(key), ErrNotLive)
+	}
+	return pr.Out, pr.err()
+}
+
+func (r *recording) fileErr(key string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if msg, ok := r.errs[key]; ok {
+		return &fs.PathError{Op: "open", Path: "/" + key, Err: errnoFromString(msg)}
+	}
+	return nil
+}
+
+func (pr probeResult) err() error {
+	if pr.Err == "" {
+		return nil
+	}
+	switch {
+	case pr.Errno == -1:
+		return fmt.Errorf("%s: %w", strings.TrimSuffix(pr.Err, ": "+ErrNotLive.Error()), ErrNotLive)
+	case pr.Errno > 0:
+		return &recordedError{msg: pr.Err, errno: syscall.Errno(pr.Errno)}
+	}
+	return &recordedError{msg: pr.Err}
+}
+
+// recordedError replays an error message and, where known, its errno.
+type recordedError struct {
+	msg   string
+	errno syscall.Errno
+}
+
+func (e *recordedError) Error() string { return e.msg }
+func (e *recordedError) Unwrap() error {
+	if e.errno != 0 {
+		return e.errno
+	}
+	return nil
+}
+
+func errString(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+func errnoFromString(msg string) error {
+	switch msg {
+	case syscall.EACCES.Error():
+		return syscall.EACCES
+	case syscall.EPERM.Error():
+		return syscall.EPERM
+	case syscall.ESRCH.Error():
+		return syscall.ESRCH
+	case ErrTooLarge.Error():
+		return ErrTooLarge
+	}
+	return errors.New(msg)
+}
+
+func describeKey(key string) string {
+	k, v, _ := strings.Cut(key, ":")
+	if k == "cmd" {
+		return "command " + strings.ReplaceAll(v, "\x00", " ")
+	}
+	return key
+}

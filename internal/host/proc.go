@@ -1,0 +1,207 @@
+package host
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/procfs"
+)
+
+// PIDs lists the processes in /proc.
+func (h *Host) PIDs() ([]int, error) {
+	names, err := h.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	pids := make([]int, 0, len(names))
+	for _, n := range names {
+		if pid, err := strconv.Atoi(n); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	sort.Ints(pids)
+	return pids, nil
+}
+
+func procPath(pid int, name string) string { return fmt.Sprintf("/proc/%d/%s", pid, name) }
+
+// Comm is the process's command name (/proc/PID/comm).
+func (h *Host) Comm(pid int) (string, error) {
+	b, err := h.ReadFile(procPath(pid, "comm"))
+	return strings.TrimSpace(string(b)), err
+}
+
+// Cmdline returns the process's arguments with secrets redacted. dbhost never
+// needs a password from a command line, so it never keeps one.
+func (h *Host) Cmdline(pid int) ([]string, error) {
+	key := fmt.Sprintf("cmdline:%d", pid)
+	v, err := h.probe(key, func() ([]byte, error) {
+		b, err := readCapped(h.abs(procPath(pid, "cmdline")))
+		if err != nil {
+			return nil, pathErr("open", rel(procPath(pid, "cmdline")), err)
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) == 1 && args[0] == "" {
+			args = nil
+		}
+		return marshal(RedactArgs(args))
+	})
+	if err != nil {
+		return nil, err
+	}
+	var args []string
+	return args, unmarshal(v, &args)
+}
+
+// Exe is the target of /proc/PID/exe (needs the same user or root).
+func (h *Host) Exe(pid int) (string, error) {
+	t, err := h.Readlink(procPath(pid, "exe"))
+	return strings.TrimSuffix(t, " (deleted)"), err
+}
+
+// Status parses /proc/PID/status with procfs.
+func (h *Host) Status(pid int) (procfs.ProcStatus, error) {
+	if err := h.Touch(procPath(pid, "status")); err != nil {
+		return procfs.ProcStatus{}, err
+	}
+	p, err := h.proc.Proc(pid)
+	if err != nil {
+		return procfs.ProcStatus{}, err
+	}
+	return p.NewStatus()
+}
+
+// Cgroups parses /proc/PID/cgroup with procfs.
+func (h *Host) Cgroups(pid int) ([]procfs.Cgroup, error) {
+	if err := h.Touch(procPath(pid, "cgroup")); err != nil {
+		return nil, err
+	}
+	p, err := h.proc.Proc(pid)
+	if err != nil {
+		return nil, err
+	}
+	return p.Cgroups()
+}
+
+// MountInfo parses /proc/PID/mountinfo with procfs: the mounts as that
+// process sees them, which is what matters for its data directory.
+func (h *Host) MountInfo(pid int) ([]*procfs.MountInfo, error) {
+	if err := h.Touch(procPath(pid, "mountinfo")); err != nil {
+		return nil, err
+	}
+	return h.proc.GetProcMounts(pid)
+}
+
+// Meminfo parses /proc/meminfo with procfs.
+func (h *Host) Meminfo() (procfs.Meminfo, error) {
+	if err := h.Touch("/proc/meminfo"); err != nil {
+		return procfs.Meminfo{}, err
+	}
+	return h.proc.Meminfo()
+}
+
+// Swaps parses /proc/swaps with procfs.
+func (h *Host) Swaps() ([]*procfs.Swap, error) {
+	if err := h.Touch("/proc/swaps"); err != nil {
+		return nil, err
+	}
+	return h.proc.Swaps()
+}
+
+// CPUInfo parses /proc/cpuinfo with procfs.
+func (h *Host) CPUInfo() ([]procfs.CPUInfo, error) {
+	if err := h.Touch("/proc/cpuinfo"); err != nil {
+		return nil, err
+	}
+	return h.proc.CPUInfo()
+}
+
+// CmdLine parses the kernel command line (/proc/cmdline) with procfs.
+func (h *Host) CmdLine() ([]string, error) {
+	if err := h.Touch("/proc/cmdline"); err != nil {
+		return nil, err
+	}
+	return h.proc.CmdLine()
+}
+
+// NetTCP returns the IPv4 and IPv6 TCP sockets (/proc/net/tcp, tcp6).
+// A missing tcp6 (IPv6 disabled) is not an error.
+func (h *Host) NetTCP() (procfs.NetTCP, error) {
+	if err := h.Touch("/proc/net/tcp", "/proc/net/tcp6"); err != nil {
+		return nil, err
+	}
+	v4, err := h.proc.NetTCP()
+	if err != nil {
+		return nil, err
+	}
+	if v6, err := h.proc.NetTCP6(); err == nil {
+		v4 = append(v4, v6...)
+	}
+	return v4, nil
+}
+
+// SocketInodes lists the inodes of the sockets a process has open, read from
+// its /proc/PID/fd links (root or the same user is needed).
+func (h *Host) SocketInodes(pid int) ([]uint64, error) {
+	key := fmt.Sprintf("sockets:%d", pid)
+	v, err := h.probe(key, func() ([]byte, error) {
+		dir := procPath(pid, "fd")
+		p, err := h.proc.Proc(pid)
+		if err != nil {
+			return nil, pathErr("open", rel(dir), err)
+		}
+		targets, err := p.FileDescriptorTargets()
+		if err != nil {
+			return nil, pathErr("open", rel(dir), err)
+		}
+		var inodes []uint64
+		for _, t := range targets {
+			if s, ok := strings.CutPrefix(t, "socket:["); ok {
+				if n, err := strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64); err == nil {
+					inodes = append(inodes, n)
+				}
+			}
+		}
+		return marshal(inodes)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var inodes []uint64
+	return inodes, unmarshal(v, &inodes)
+}
+
+// Sysctl reads a kernel parameter by its dotted name (vm.swappiness),
+// trimmed. Tabs between fields (ip_local_port_range) become single spaces.
+func (h *Host) Sysctl(name string) (string, error) {
+	b, err := h.ReadFile(SysctlPath(name))
+	if err != nil {
+		return "", err
+	}
+	return strings.Join(strings.Fields(string(b)), " "), nil
+}
+
+// SysctlPath maps vm.swappiness to /proc/sys/vm/swappiness.
+func SysctlPath(name string) string {
+	return "/proc/sys/" + strings.ReplaceAll(name, ".", "/")
+}
+
+// ReadString reads a small file and trims surrounding whitespace.
+func (h *Host) ReadString(p string) (string, error) {
+	b, err := h.ReadFile(p)
+	return strings.TrimSpace(string(b)), err
+}
+
+// ProcStat parses /proc/PID/stat with procfs (PPID, state, CPU times).
+func (h *Host) ProcStat(pid int) (procfs.ProcStat, error) {
+	if err := h.Touch(procPath(pid, "stat")); err != nil {
+		return procfs.ProcStat{}, err
+	}
+	p, err := h.proc.Proc(pid)
+	if err != nil {
+		return procfs.ProcStat{}, err
+	}
+	return p.Stat()
+}

@@ -1,0 +1,99 @@
+package host
+
+import (
+	"errors"
+	"io/fs"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Reading is one observed value with where it came from, or why it could not
+// be observed. Checks quote Source as evidence and Err as the reason for an
+// "unknown" verdict.
+type Reading struct {
+	Value  string `json:"value,omitempty"`
+	Source string `json:"source"`
+	Err    string `json:"error,omitempty"`
+}
+
+// OK reports whether the value was read.
+func (r Reading) OK() bool { return r.Err == "" }
+
+// Int parses the value as an integer (the first field, for "4096 8192").
+func (r Reading) Int() (int64, bool) {
+	if !r.OK() {
+		return 0, false
+	}
+	f := strings.Fields(r.Value)
+	if len(f) == 0 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(f[0], 10, 64)
+	return v, err == nil
+}
+
+// Fields splits the value on white space.
+func (r Reading) Fields() []string { return strings.Fields(r.Value) }
+
+// Read returns a file's trimmed content as a Reading.
+func (h *Host) Read(p string) Reading {
+	r := Reading{Source: "/" + rel(p)}
+	v, err := h.ReadString(p)
+	if err != nil {
+		r.Err = Explain(err)
+		return r
+	}
+	r.Value = v
+	return r
+}
+
+// ReadSysctl returns a kernel parameter as a Reading whose source names both
+// the parameter and its file.
+func (h *Host) ReadSysctl(name string) Reading {
+	r := Reading{Source: SysctlPath(name)}
+	v, err := h.Sysctl(name)
+	if err != nil {
+		r.Err = Explain(err)
+		return r
+	}
+	r.Value = v
+	return r
+}
+
+// Missing builds a Reading that could not be made, with a reason.
+func Missing(source, why string) Reading { return Reading{Source: source, Err: why} }
+
+// Explain turns an error into the short reason a user reads next to an
+// "unknown" verdict.
+func Explain(err error) string {
+	if err == nil {
+		return ""
+	}
+	var pe *fs.PathError
+	p := ""
+	if errors.As(err, &pe) {
+		p = pe.Path + ": "
+	}
+	switch {
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return p + "permission denied (run dbhost as root)"
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ESRCH):
+		return p + "not present on this host"
+	case errors.Is(err, ErrNotLive):
+		return err.Error()
+	case errors.Is(err, ErrTooLarge):
+		return p + ErrTooLarge.Error()
+	}
+	return err.Error()
+}
+
+// IsNotExist reports whether err means the thing observed is absent.
+func IsNotExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+}
+
+// IsPermission reports whether err means the observation needs privileges.
+func IsPermission(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)
+}

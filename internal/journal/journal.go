@@ -1,0 +1,234 @@
+// Package journal changes kernel knobs (files under /proc/sys and /sys) so
+// that every change can be undone: before a value is written, the old one is
+// saved to a journal file on disk; Restore writes the old values back in
+// reverse order. A journal left behind by a crash is restored by Recover.
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dbhost/dbhost/internal/safefile"
+)
+
+// Change is one knob write and the value it replaced.
+type Change struct {
+	Path string `json:"path"`
+	Old  string `json:"old"`
+	New  string `json:"new"`
+}
+
+// Journal records changes in a file.
+type Journal struct {
+	mu      sync.Mutex
+	file    string
+	changes []Change
+}
+
+// Open starts a journal at file, restoring first whatever an earlier,
+// interrupted run left there.
+func Open(file string) (*Journal, error) {
+	if err := Recover(file); err != nil {
+		return nil, fmt.Errorf("journal %s: restoring an earlier run: %w", file, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return nil, err
+	}
+	return &Journal{file: file}, nil
+}
+
+// Recover restores the changes recorded in a leftover journal file and
+// removes it. A missing file is not an error.
+func Recover(file string) error {
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var changes []Change
+	if err := json.Unmarshal(b, &changes); err != nil {
+		return fmt.Errorf("unreadable journal (kept for inspection): %w", err)
+	}
+	j := &Journal{file: file, changes: changes}
+	return j.Restore()
+}
+
+// Set writes value to a kernel knob after journaling its current value.
+// For selector files (THP "always [madvise] never", I/O schedulers) the
+// active choice in brackets is what is saved.
+func (j *Journal) Set(path, value string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	old := Current(string(b))
+	j.changes = append(j.changes, Change{Path: path, Old: old, New: value})
+	if err := j.save(); err != nil {
+		j.changes = j.changes[:len(j.changes)-1]
+		return err
+	}
+	if err := writeKnob(path, value); err != nil {
+		j.changes = j.changes[:len(j.changes)-1]
+		j.save()
+		return err
+	}
+	return nil
+}
+
+// Restore writes back every journaled value, newest first, and removes the
+// journal when all succeeded.
+func (j *Journal) Restore() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var errs []error
+	for i := len(j.changes) - 1; i >= 0; i-- {
+		c := j.changes[i]
+		if err := writeKnob(c.Path, c.Old); err != nil {
+			errs = append(errs, fmt.Errorf("restore %s to %q: %w", c.Path, c.Old, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	j.changes = nil
+	err := os.Remove(j.file)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Changes returns the journaled changes, oldest first.
+func (j *Journal) Changes() []Change {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]Change(nil), j.changes...)
+}
+
+func (j *Journal) save() error {
+	b, err := json.MarshalIndent(j.changes, "", " ")
+	if err != nil {
+		return err
+	}
+	return safefile.WriteBytes(j.file, 0o600, b)
+}
+
+// RestoreOnSignal restores the journal when the process gets SIGINT or
+// SIGTERM, then exits with status 130. Call the returned stop function
+// once the journal has been restored normally.
+func (j *Journal) RestoreOnSignal() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		select {
+		case s := <-ch:
+			if err := j.Restore(); err != nil {
+				fmt.Fprintln(os.Stderr, "journal: restore after", s, "failed:", err)
+			}
+			os.Exit(130)
+		case <-ctx.Done():
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		cancel()
+	}
+}
+
+// Current returns the active value of a knob's content: the bracketed word
+// of a selector file, else the trimmed content.
+func Current(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '['); i >= 0 {
+		if k := strings.IndexByte(s[i:], ']'); k > 0 {
+			return s[i+1 : i+k]
+		}
+	}
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// writeKnob writes a value the way `echo value > knob` does: one write, no
+// truncation games (sysfs files reject O_TRUNC on some attributes).
+func writeKnob(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(value + "\n")
+	cerr := f.Close()
+	if werr != nil {
+		return werr
+	}
+	return cerr
+}
+
+// HostLock is the lock that everything changing this machine for tests
+// takes: fixture recording and tests that change kernel knobs take it
+// exclusively, tests that only start private servers take it shared (so a
+// recording never captures another test's servers).
+const HostLock = "dbhost-host"
+
+var (
+	lockMu    sync.Mutex
+	exclusive int // exclusive holds by this process
+)
+
+// Lock takes name exclusively, blocking until it is free, and returns its
+// release.
+func Lock(name string) (func(), error) {
+	release, err := flock(name, unix.LOCK_EX)
+	if err != nil {
+		return nil, err
+	}
+	lockMu.Lock()
+	exclusive++
+	lockMu.Unlock()
+	return func() {
+		lockMu.Lock()
+		exclusive--
+		lockMu.Unlock()
+		release()
+	}, nil
+}
+
+// LockShared takes name shared. When this process already holds it
+// exclusively, it returns at once (a shared request would wait on itself).
+func LockShared(name string) (func(), error) {
+	lockMu.Lock()
+	held := exclusive > 0
+	lockMu.Unlock()
+	if held {
+		return func() {}, nil
+	}
+	return flock(name, unix.LOCK_SH)
+}
+
+func flock(name string, how int) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}, nil
+}

@@ -1,0 +1,77 @@
+package report
+
+import (
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
+)
+
+// JSONSchema names the document layout documented in docs/json-schema.md.
+const JSONSchema = "dbhost.audit/1"
+
+func init() { Register("json", renderJSON) }
+
+type jsonDoc struct {
+	Schema    string          `json:"schema"`
+	Host      jsonHost        `json:"host"`
+	Instances []jsonInstance  `json:"instances"`
+	Summary   Summary         `json:"summary"`
+	Findings  []check.Finding `json:"findings"`
+	Notes     []string        `json:"notes"`
+}
+
+type jsonHost struct {
+	Hostname    string    `json:"hostname"`
+	Kernel      string    `json:"kernel"`
+	OS          string    `json:"os,omitempty"`
+	Source      string    `json:"source"`
+	CollectedAt time.Time `json:"collected_at"`
+	AsRoot      bool      `json:"as_root"`
+	DurationMS  float64   `json:"duration_ms,omitempty"`
+}
+
+type jsonInstance struct {
+	Name           string            `json:"name"`
+	Engine         engine.Engine     `json:"engine"`
+	Flavor         string            `json:"flavor"`
+	Version        string            `json:"version,omitempty"`
+	PID            int               `json:"pid"`
+	User           string            `json:"user,omitempty"`
+	DataDir        string            `json:"data_dir,omitempty"`
+	ConfigFiles    []string          `json:"config_files,omitempty"`
+	ConfigErrors   []string          `json:"config_errors,omitempty"`
+	SettingsSource string            `json:"settings_source"`
+	LiveError      string            `json:"live_error,omitempty"`
+	Listen         []engine.Listener `json:"listen,omitempty"`
+}
+
+func renderJSON(w io.Writer, a *Audit, _ Options) error {
+	f := a.Facts
+	doc := jsonDoc{
+		Schema: JSONSchema,
+		Host: jsonHost{Hostname: f.System.Hostname, Kernel: f.System.Kernel.Value, OS: f.System.OS,
+			Source: f.Source, CollectedAt: f.Manifest.CollectedAt, AsRoot: f.AsRoot,
+			DurationMS: float64(a.Duration.Microseconds()) / 1000},
+		Instances: []jsonInstance{},
+		Summary:   Summarize(a),
+		Findings:  a.Findings,
+		Notes:     f.Notes,
+	}
+	if doc.Findings == nil {
+		doc.Findings = []check.Finding{}
+	}
+	if doc.Notes == nil {
+		doc.Notes = []string{}
+	}
+	for _, in := range f.Instances {
+		doc.Instances = append(doc.Instances, jsonInstance{Name: in.Name(), Engine: in.Engine, Flavor: in.Flavor,
+			Version: in.Version, PID: in.PID, User: in.User, DataDir: in.DataDir, ConfigFiles: in.ConfigFiles,
+			ConfigErrors: in.ConfigErrors, SettingsSource: in.SettingsSource, LiveError: in.LiveErr, Listen: in.Listen})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}

@@ -1,0 +1,170 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dbhost/dbhost/internal/check"
+)
+
+func init() { Register("text", renderText) }
+
+type palette struct{ red, yellow, blue, green, grey, bold, reset string }
+
+func colors(on bool) palette {
+	if !on {
+		return palette{}
+	}
+	return palette{red: "\x1b[31m", yellow: "\x1b[33m", blue: "\x1b[34m", green: "\x1b[32m", grey: "\x1b[90m", bold: "\x1b[1m", reset: "\x1b[0m"}
+}
+
+// renderText groups failures by severity, then what could not be judged,
+// then (with -v) what passed. Evidence and fixes are indented under each.
+func renderText(w io.Writer, a *Audit, o Options) error {
+	c := colors(o.Color)
+	f := a.Facts
+	ew := &errWriter{w: w}
+	p := func(format string, args ...any) { fmt.Fprintf(ew, format, args...) }
+
+	how := "live"
+	if f.Source != "live" {
+		how = "snapshot " + f.Source
+	}
+	root := "as root"
+	if !f.AsRoot {
+		root = "not as root: some facts need root and are reported as unknown"
+	}
+	p("%sdbhost audit%s of %s (%s, kernel %s), %s, %s\n", c.bold, c.reset, f.System.Hostname, orDash(f.System.OS), orDash(f.System.Kernel.Value), how, root)
+	if len(f.Instances) == 0 {
+		p("Databases: none found running\n")
+	} else {
+		p("Databases:\n")
+		for _, in := range f.Instances {
+			src := in.SettingsSource
+			if in.LiveErr != "" {
+				src += " (live read failed: " + in.LiveErr + ")"
+			}
+			p("  %-16s %s %s, pid %d, user %s, data %s, settings from %s\n", in.Name(), in.Flavor, orDash(in.Version), in.PID, orDash(in.User), orDash(in.DataDir), src)
+		}
+	}
+
+	groups := []struct {
+		title  string
+		status check.Status
+		sev    check.Severity
+		color  string
+		mark   string
+	}{
+		{"CRITICAL", check.Fail, check.Critical, c.red, "✗"},
+		{"WARNING", check.Fail, check.Warning, c.yellow, "✗"},
+		{"INFO", check.Fail, check.Info, c.blue, "✗"},
+		{"COULD NOT JUDGE", check.Unknown, 0, c.grey, "?"},
+		{"PASSED", check.Pass, 0, c.green, "✓"},
+	}
+	for _, g := range groups {
+		if g.status == check.Pass && !o.Verbose {
+			continue
+		}
+		var in []check.Finding
+		for _, fd := range a.Findings {
+			if fd.Status == g.status && (g.sev == 0 || fd.Severity == g.sev) {
+				in = append(in, fd)
+			}
+		}
+		if len(in) == 0 {
+			continue
+		}
+		p("\n%s%s%s (%d)\n", c.bold+g.color, g.title, c.reset, len(in))
+		for _, fd := range in {
+			p("  %s%s%s %s%s%s  [%s] %s\n", g.color, g.mark, c.reset, c.bold, fd.ID, c.reset, fd.Subject, fd.Title)
+			if fd.Status != check.Pass || o.Verbose {
+				p("%s", indent(fd.Reason, "      "))
+			}
+			if o.Verbose {
+				for _, e := range fd.Evidence {
+					src := ""
+					if e.Source != "" {
+						src = c.grey + "  (" + e.Source + ")" + c.reset
+					}
+					p("      %s• %s = %s%s%s\n", c.grey, e.Key, c.reset, e.Value, src)
+				}
+			}
+			if fd.Fix != nil && fd.Status == check.Fail {
+				if fd.Fix.HostOnly {
+					p("      %sfix on the container's host:%s %s\n", c.bold, c.reset, fd.Fix.Summary)
+				} else {
+					p("      %sfix:%s %s\n", c.bold, c.reset, fd.Fix.Summary)
+				}
+				for _, r := range fd.Fix.Runtime {
+					p("        now:     %s\n", r)
+				}
+				for _, fl := range fd.Fix.Files {
+					p("        persist: %s\n", fl.Path)
+				}
+				if fd.Fix.Manual != "" {
+					p("%s", indent(fd.Fix.Manual, "        "))
+				}
+			}
+		}
+	}
+	if len(f.Notes) > 0 && o.Verbose {
+		p("\n%sNOTES%s\n", c.bold, c.reset)
+		for _, n := range f.Notes {
+			p("  - %s\n", n)
+		}
+	}
+	s := Summarize(a)
+	p("\n%sSummary:%s %d failed (%d critical, %d warning, %d info), %d could not be judged, %d passed; %d checks on %d subjects",
+		c.bold, c.reset, s.Fail, s.BySev["critical"], s.BySev["warning"], s.BySev["info"], s.Unknown, s.Pass, s.Checks, s.Subjects)
+	if a.Duration > 0 {
+		p(" in %.0f ms", float64(a.Duration.Microseconds())/1000)
+	}
+	p(".\n")
+	if !o.Verbose {
+		p("Run with -v for evidence and passed checks; `dbhost fix --out DIR` writes the persistent fixes.\n")
+	}
+	return ew.err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// indent wraps text at 100 columns under a prefix.
+func indent(s, prefix string) string {
+	var b strings.Builder
+	for _, para := range strings.Split(strings.TrimSpace(s), "\n") {
+		line := prefix
+		for _, word := range strings.Fields(para) {
+			if len(line) > len(prefix) && len(line)+1+len(word) > 100 {
+				b.WriteString(line + "\n")
+				line = prefix
+			}
+			if len(line) > len(prefix) {
+				line += " "
+			}
+			line += word
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
+// errWriter keeps the first write error so rendering code stays linear.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return len(p), nil
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
