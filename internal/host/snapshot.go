@@ -126,7 +126,7 @@ func OpenSnapshot(file string) (*Host, error) {
 		return nil, err
 	}
 	defer f.Close()
-	dir, err := os.MkdirTemp("", "dbhost-snapshot-")
+	dir, err := os.MkdirTemp(unpackDir(), "dbhost-snapshot-")
 	if err != nil {
 		return nil, err
 	}
@@ -216,6 +216,18 @@ func (h *Host) unpack(r io.Reader) error {
 		return errors.New("no manifest.json")
 	}
 	return nil
+}
+
+// unpackDir prefers tmpfs: a snapshot is hundreds of small files, read once
+// and removed, so there is no reason to send them to a disk. TMPDIR wins
+// when set.
+func unpackDir() string {
+	if os.Getenv("TMPDIR") == "" {
+		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() && st.Mode().Perm()&0o002 != 0 {
+			return "/dev/shm"
+		}
+	}
+	return os.TempDir()
 }
 
 func decodeJSON(r io.Reader, v any) error {

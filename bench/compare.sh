@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Side-by-side: a full audit of this host by dbhost, mysqltuner and
+# pt-summary, interleaved, N runs each (default 10), in the same run.
+# Reports the median wall time and median peak RSS of each, and whether the
+# run succeeded. Needs root (all three read root-only state) and installs
+# mysqltuner and percona-toolkit from the distribution when missing.
+#
+#   sudo bench/compare.sh [RUNS]
+#
+# Writes bench/results/compare-<date>.md and prints it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-10}
+[ "$(id -u)" -eq 0 ] || { echo "compare.sh: run as root" >&2; exit 2; }
+need=()
+command -v mysqltuner >/dev/null || need+=(mysqltuner)
+command -v pt-summary >/dev/null || need+=(percona-toolkit)
+[ -x /usr/bin/time ] || need+=(time)
+if [ ${#need[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+[ -x ./dbhost ] || make build >/dev/null
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+declare -A cmd
+cmd[dbhost]="./dbhost audit --format json --fail-on none"
+cmd[mysqltuner]="mysqltuner --nocolor --noask --forcemem 24000"
+cmd[pt-summary]="pt-summary"
+tools=(dbhost mysqltuner pt-summary)
+
+# One warm-up each: the first run pays for page-cache misses.
+for t in "${tools[@]}"; do timeout 120 ${cmd[$t]} </dev/null >/dev/null 2>&1 || true; done
+for i in $(seq 1 "$runs"); do
+  for t in "${tools[@]}"; do
+    rc=0
+    /usr/bin/time -f '%e %M' -o "$tmp/time" timeout 120 ${cmd[$t]} </dev/null >"$tmp/out" 2>"$tmp/err" || rc=$?
+    read -r wall rss < <(tail -n1 "$tmp/time")
+    echo "$t $wall $rss $rc" >>"$tmp/samples"
+    # Keep the last output of each tool for the record.
+    cp "$tmp/out" "$tmp/$t.out"; cp "$tmp/err" "$tmp/$t.err"
+  done
+done
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+mkdir -p bench/results
+report="bench/results/compare-$(date -u +%Y%m%d-%H%M%S).md"
+{
+  echo "# Full audit of $(hostname): dbhost vs mysqltuner vs pt-summary"
+  echo
+  echo "$(date -u +%FT%TZ), kernel $(uname -r), $(nproc) CPUs, $runs interleaved runs each after one warm-up."
+  echo "Databases running: $(pgrep -c -x postgres || true) postgres processes, $(pgrep -c -x mariadbd || true) mariadbd, $(pgrep -c -x redis-server || true) redis-server."
+  echo
+  echo "| tool | median wall (ms) | median peak RSS (MB) | failed runs | exit statuses |"
+  echo "|---|---:|---:|---:|---|"
+  for t in "${tools[@]}"; do
+    w=$(awk -v t="$t" '$1==t {print $2*1000}' "$tmp/samples" | median)
+    r=$(awk -v t="$t" '$1==t {printf "%.1f\n", $3/1024}' "$tmp/samples" | median)
+    codes=$(awk -v t="$t" '$1==t {print $4}' "$tmp/samples" | sort | uniq -c | awk '{printf "%s×%s ", $1, $2}')
+    # dbhost exits 1 when it has findings; timeouts (124) and crashes count as failed.
+    failed=$(awk -v t="$t" '$1==t && ($4>=2) {n++} END {print n+0}' "$tmp/samples")
+    [ "$t" = dbhost ] || failed=$(awk -v t="$t" '$1==t && $4!=0 {n++} END {print n+0}' "$tmp/samples")
+    echo "| $t | $w | $r | $failed | $codes|"
+  done
+  echo
+  for t in mysqltuner pt-summary; do
+    if grep -qiE 'error|died|segmentation|uninitialized' "$tmp/$t.err" 2>/dev/null; then
+      echo "$t stderr (last run, first lines):"
+      echo '```'
+      head -n 8 "$tmp/$t.err"
+      echo '```'
+    fi
+  done
+  echo "dbhost findings (last run): $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["summary"]; print(f"{s[\"fail\"]} failed, {s[\"unknown\"]} unknown, {s[\"pass\"]} passed, {len(d[\"instances\"])} instances")' "$tmp/dbhost.out" 2>/dev/null || echo unreadable)"
+} >"$report"
+cat "$report"
