@@ -162,10 +162,10 @@ func Current(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// writeKnob writes a value the way `echo value > knob` does: one write, no
-// truncation games (sysfs files reject O_TRUNC on some attributes).
+// writeKnob writes a value the way `echo value > knob` does: one write of
+// the value and a newline (procfs and sysfs ignore the truncation).
 func writeKnob(path, value string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return err
 	}

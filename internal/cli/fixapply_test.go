@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/fix"
+	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/journal"
+	"github.com/dbhost/dbhost/internal/testdb"
+)
+
+func liveFindings(t *testing.T) []check.Finding {
+	t.Helper()
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := facts.Gather(context.Background(), h, facts.Options{})
+	return check.Run(f, check.Selector{}, fix.ContextFrom(f))
+}
+
+// TestRuntimeFixesMakeFindingsPass applies, through a journal, the runtime
+// part of every failing finding's fix on this host (sysctls, /sys knobs,
+// block queue attributes), audits again and expects each of those findings
+// to pass. Everything is restored afterwards, also on Ctrl-C.
+func TestRuntimeFixesMakeFindingsPass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("changes kernel settings")
+	}
+	testdb.Need(t, "root (changes kernel settings)", os.Geteuid() == 0)
+	unlock, err := journal.Lock(journal.HostLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := j.RestoreOnSignal()
+	defer stop()
+	defer func() {
+		if err := j.Restore(); err != nil {
+			t.Errorf("restore: %v", err)
+		}
+	}()
+
+	before := liveFindings(t)
+	applied := map[string]bool{}
+	for _, f := range before {
+		if f.Status != check.Fail || f.Fix == nil || len(fix.Knobs(f.Fix)) == 0 {
+			continue
+		}
+		// Only fixes made entirely of runtime knobs can pass without a
+		// restart or reboot.
+		if len(f.Fix.Limits)+len(f.Fix.Dropins)+len(f.Fix.Config)+len(f.Fix.Mount) > 0 || f.Fix.Manual != "" {
+			continue
+		}
+		if err := fix.ApplyKnobs(j, f.Fix); err != nil {
+			t.Errorf("%s %s: apply: %v", f.ID, f.Subject, err)
+			continue
+		}
+		applied[f.ID+" "+f.Subject] = true
+	}
+	if len(applied) == 0 {
+		t.Skip("no failing finding with a runtime fix on this host")
+	}
+	after := liveFindings(t)
+	for _, f := range after {
+		k := f.ID + " " + f.Subject
+		if applied[k] && f.Status != check.Pass {
+			t.Errorf("%s still %s after applying its fix: %s", k, f.Status, f.Reason)
+		}
+		delete(applied, k)
+	}
+	for k := range applied {
+		t.Errorf("%s disappeared after applying its fix", k)
+	}
+	t.Logf("%d journaled changes", len(j.Changes()))
+}

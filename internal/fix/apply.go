@@ -1,0 +1,52 @@
+package fix
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/dbhost/dbhost/internal/journal"
+)
+
+// Knob is a kernel setting a fix changes at runtime: a file under /proc/sys
+// or /sys and the value to write.
+type Knob struct {
+	Path  string
+	Value string
+}
+
+// Knobs lists the runtime kernel changes of a fix (sysctls, /sys knobs,
+// block queue attributes). Settings that need a restart (limits, units,
+// database configuration) or a reboot (kernel command line) are not knobs.
+func Knobs(f *Fix) []Knob {
+	var out []Knob
+	for _, kv := range f.Sysctl {
+		out = append(out, Knob{Path: "/proc/sys/" + strings.ReplaceAll(kv.Key, ".", "/"), Value: kv.Value})
+	}
+	for _, kv := range f.Sysfs {
+		out = append(out, Knob{Path: kv.Key, Value: kv.Value})
+	}
+	for _, u := range f.Udev {
+		out = append(out, Knob{Path: path.Join("/sys/block", u.Device, u.Attr), Value: u.Value})
+	}
+	return out
+}
+
+// ApplyKnobs writes a fix's runtime knobs through a journal, so that every
+// change can be rolled back. Paths are checked to stay under /proc/sys and
+// /sys: a fix is data and must not write elsewhere.
+func ApplyKnobs(j *journal.Journal, f *Fix) error {
+	for _, k := range Knobs(f) {
+		clean := path.Clean(k.Path)
+		if !strings.HasPrefix(clean, "/proc/sys/") && !strings.HasPrefix(clean, "/sys/") {
+			return fmt.Errorf("refusing to write %s: not a kernel knob", k.Path)
+		}
+		if strings.ContainsAny(k.Value, "\n\x00") {
+			return fmt.Errorf("refusing to write %q to %s", k.Value, k.Path)
+		}
+		if err := j.Set(clean, k.Value); err != nil {
+			return fmt.Errorf("%s: %w", clean, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package journal
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func knob(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "knob")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func read(t *testing.T, p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Current(string(b))
+}
+
+func TestCurrent(t *testing.T) {
+	for in, want := range map[string]string{
+		"always [madvise] never\n":       "madvise",
+		"none [mq-deadline] kyber bfq\n": "mq-deadline",
+		"60\n":                           "60",
+		"32768\t60999\n":                 "32768 60999",
+		"[always] defer defer+madvise\n": "always",
+	} {
+		if got := Current(in); got != want {
+			t.Errorf("Current(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestSetRestore(t *testing.T) {
+	a := knob(t, "60\n")
+	b := knob(t, "always [madvise] never\n")
+	j, err := Open(filepath.Join(t.TempDir(), "j"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Set(a, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Set(b, "never"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Set(a, "10"); err != nil { // a second change of the same knob
+		t.Fatal(err)
+	}
+	if read(t, a) != "10" || read(t, b) != "never" {
+		t.Fatalf("not applied: %q %q", read(t, a), read(t, b))
+	}
+	if err := j.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if read(t, a) != "60" || read(t, b) != "madvise" {
+		t.Errorf("not restored: %q %q", read(t, a), read(t, b))
+	}
+	if _, err := os.Stat(j.file); !os.IsNotExist(err) {
+		t.Error("journal file left after a complete restore")
+	}
+}
+
+// A journal left by a crashed run is restored by the next Open.
+func TestRecoverAfterCrash(t *testing.T) {
+	a := knob(t, "1\n")
+	file := filepath.Join(t.TempDir(), "j")
+	b, _ := json.Marshal([]Change{{Path: a, Old: "60", New: "1"}})
+	os.WriteFile(file, b, 0o600)
+	if _, err := Open(file); err != nil {
+		t.Fatal(err)
+	}
+	if read(t, a) != "60" {
+		t.Errorf("crash journal not restored: %q", read(t, a))
+	}
+	// An unreadable journal is kept for a person and refused, not ignored.
+	os.WriteFile(file, []byte("{garbage"), 0o600)
+	if _, err := Open(file); err == nil || !strings.Contains(err.Error(), "unreadable journal") {
+		t.Errorf("garbage journal: %v", err)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Error("garbage journal removed")
+	}
+}
+
+func TestRealSysctlRoundTrip(t *testing.T) {
+	if os.Geteuid() != 0 || testing.Short() {
+		t.Skip("needs root")
+	}
+	unlock, err := Lock(HostLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	const p = "/proc/sys/vm/swappiness"
+	orig := read(t, p)
+	j, _ := Open(filepath.Join(t.TempDir(), "j"))
+	defer j.Restore()
+	next := "7"
+	if orig == next {
+		next = "8"
+	}
+	if err := j.Set(p, next); err != nil {
+		t.Fatal(err)
+	}
+	if read(t, p) != next {
+		t.Fatalf("swappiness %q", read(t, p))
+	}
+	if err := j.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if read(t, p) != orig {
+		t.Errorf("swappiness %q, want %q", read(t, p), orig)
+	}
+}
+
+func TestLockSharedInsideExclusive(t *testing.T) {
+	unlock, err := Lock("dbhost-test-lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Must not deadlock on the process's own exclusive hold.
+	release, err := LockShared("dbhost-test-lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	unlock()
+}
