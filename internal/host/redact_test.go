@@ -28,12 +28,13 @@ func TestRedactLine(t *testing.T) {
 }
 
 func TestRedactArgs(t *testing.T) {
-	got := RedactArgs([]string{"redis-server", "--port", "6379", "--requirepass", "s3cret", "--masterauth=x", "-p5433"})
+	got := RedactArgs([]string{"redis-server", "--port", "6379", "--requirepass", "s3cret", "--masterauth=x", "-p5433",
+		"-c", "primary_conninfo=host=a password=pw1", "-cssl_key_passphrase_command=x", "-c", "shared_buffers=1GB"})
 	s := strings.Join(got, " ")
-	if strings.Contains(s, "s3cret") || strings.Contains(s, "masterauth=x") {
+	if strings.Contains(s, "s3cret") || strings.Contains(s, "masterauth=x") || strings.Contains(s, "pw1") || strings.Contains(s, "passphrase_command=x") {
 		t.Errorf("secret kept: %s", s)
 	}
-	if !strings.Contains(s, "--port 6379") || !strings.Contains(s, "-p5433") {
+	if !strings.Contains(s, "--port 6379") || !strings.Contains(s, "-p5433") || !strings.Contains(s, "-c shared_buffers=1GB") {
 		t.Errorf("non-secret changed: %s", s)
 	}
 }
