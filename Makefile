@@ -44,7 +44,9 @@ bench: build
 # Re-record the host fixtures in testdata/hosts (root; changes and restores
 # kernel settings, starts private servers).
 fixtures:
+	scripts/install-test-deps --record
 	$(GO) run ./tools/record all
+	$(GO) run ./tools/derive-storage
 
 docs: build
 	./dbhost checks --format markdown > docs/checks.md
