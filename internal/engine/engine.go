@@ -159,28 +159,67 @@ type MySQLInfo struct {
 	// Users lists accounts for the hardening checks (host, user, flags),
 	// only when read live. Passwords are never read.
 	Users []MySQLUser `json:"users,omitempty"`
+	// UsersErr says why accounts could not be read although the server
+	// was reached (no privilege on the mysql schema).
+	UsersErr string `json:"users_error,omitempty"`
 	// Databases names the schemas (to spot a leftover "test").
 	Databases []string `json:"databases,omitempty"`
+	// DatabasesVia says how Databases was learnt: "live" (SHOW DATABASES)
+	// or "datadir" (only the test database was looked for, as a directory
+	// of the data directory); "" when it could not be learnt.
+	DatabasesVia string `json:"databases_via,omitempty"`
+	// Configured holds the options as the option files and the command
+	// line give them (file:PATH:LINE or cmdline), before live values and
+	// compiled-in defaults: a fix that edits one option's line (the
+	// wsrep_provider_options list) starts from what is written there.
+	Configured map[string]Setting `json:"configured,omitempty"`
 }
 
 // MySQLUser is one account, without credentials.
 type MySQLUser struct {
-	User          string `json:"user"`
-	Host          string `json:"host"`
-	EmptyPassword bool   `json:"empty_password"`
-	Super         bool   `json:"super,omitempty"`
-	Grant         bool   `json:"grant,omitempty"`
+	User string `json:"user"`
+	Host string `json:"host"`
+	// EmptyPassword: one of the account's authentication methods takes a
+	// password and its stored credential is empty (anyone can log in).
+	EmptyPassword bool `json:"empty_password"`
+	Super         bool `json:"super,omitempty"`
+	Grant         bool `json:"grant,omitempty"`
+	// Plugins are the account's authentication methods (unix_socket,
+	// mysql_native_password, ...); Locked accounts cannot log in.
+	Plugins []string `json:"plugins,omitempty"`
+	Locked  bool     `json:"locked,omitempty"`
 }
 
 // MongoInfo holds MongoDB-only facts.
 type MongoInfo struct {
 	StorageEngine string `json:"storage_engine,omitempty"`
+	// StorageEngineSource says where StorageEngine came from: the
+	// storage.bson of the data directory, a config file line, the command
+	// line, or "default".
+	StorageEngineSource string `json:"storage_engine_source,omitempty"`
+	// ConfigErr says why the effective configuration is incomplete (the
+	// config file could not be read or parsed); "" when it is complete.
+	ConfigErr string `json:"config_error,omitempty"`
 }
 
 // RedisInfo holds Redis-only facts.
 type RedisInfo struct {
-	// AuthConfigured reports requirepass or ACL users with passwords.
+	// AuthConfigured reports requirepass or ACL users with passwords: a
+	// client that does not authenticate is refused.
 	AuthConfigured bool `json:"auth_configured"`
+	// AuthSource says how AuthConfigured was established: "live" (the
+	// server answered or refused an unauthenticated command), the file
+	// line that decides it, or "default" (nothing sets a password). ""
+	// means it is unknown (see ConfigErr).
+	AuthSource string `json:"auth_source,omitempty"`
+	// ConfigErr says why the configuration is unknown or incomplete.
+	ConfigErr string `json:"config_error,omitempty"`
+	// RDBBytes and AOFBytes are the sizes of the persistence files in the
+	// data directory (0 when there is none); FilesErr why they could not
+	// be read.
+	RDBBytes int64  `json:"rdb_bytes,omitempty"`
+	AOFBytes int64  `json:"aof_bytes,omitempty"`
+	FilesErr string `json:"files_error,omitempty"`
 }
 
 // Name identifies the instance in findings: "postgres:5432", or the data

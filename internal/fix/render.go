@@ -7,9 +7,14 @@ import (
 	"strings"
 )
 
-// Name is the stem of every file dbhost writes; 60 orders it after
+// Name is the stem of the system files dbhost writes; 60 orders it after
 // distribution defaults (10-50) and before local overrides (99).
 const Name = "60-dbhost"
+
+// ConfigName is the stem of database configuration snippets. Servers read
+// included directories in name order and the last value wins, so the snippet
+// must sort after every packaged file (60-galera.cnf, mysqld.cnf).
+const ConfigName = "zz-dbhost"
 
 // Context is what rendering needs to know about the host.
 type Context struct {
@@ -298,7 +303,8 @@ func renderTuned(ctx Context, items []Item) File {
 			}
 		}
 	}
-	if len(sys) == 0 && thp == "" {
+	disk := collect(items, func(it Item) []KV { return it.Fix.TunedDisk })
+	if len(sys) == 0 && thp == "" && len(disk) == 0 {
 		return File{}
 	}
 	var b strings.Builder
@@ -308,6 +314,12 @@ func renderTuned(ctx Context, items []Item) File {
 	fmt.Fprintf(&b, "\n[main]\nsummary=%s with dbhost's database fixes\ninclude=%s\n", ctx.TunedProfile, ctx.TunedProfile)
 	if thp != "" {
 		fmt.Fprintf(&b, "\n[vm]\ntransparent_hugepages=%s\n", thp)
+	}
+	if len(disk) > 0 {
+		b.WriteString("\n[disk]\n")
+		for _, e := range disk {
+			fmt.Fprintf(&b, "# %s\n%s=%s\n", strings.Join(e.tags, ", "), e.key, e.value)
+		}
 	}
 	if len(sys) > 0 {
 		b.WriteString("\n[sysctl]\n")
@@ -357,9 +369,9 @@ func renderConfig(ctx Context, items []Item) []File {
 		case "postgres":
 			if dir == "" && info.ConfFile != "" {
 				dir = path.Dir(info.ConfFile)
-				fmt.Fprintf(&b, "# Add to %s: include_if_exists = '%s.conf'\n", info.ConfFile, Name)
+				fmt.Fprintf(&b, "# Add at the end of %s: include_if_exists = '%s.conf'\n", info.ConfFile, ConfigName)
 			}
-			p = path.Join(dir, Name+".conf")
+			p = path.Join(dir, ConfigName+".conf")
 			if restart[inst] {
 				b.WriteString("# Some settings need a server restart; others apply with: SELECT pg_reload_conf();\n")
 			} else {
@@ -369,10 +381,17 @@ func renderConfig(ctx Context, items []Item) []File {
 				fmt.Fprintf(&b, "\n# %s\n%s = '%s'\n", strings.Join(e.tags, ", "), e.key, e.value)
 			}
 		case "mysql":
+			p = path.Join(dir, ConfigName+".cnf")
 			if dir == "" {
-				dir = "/etc/mysql/conf.d"
+				// No directory is included: the main option file must
+				// include the snippet (last, so that it wins).
+				dir = "/etc/mysql"
+				if info.ConfFile != "" {
+					dir = path.Dir(info.ConfFile)
+				}
+				p = path.Join(dir, ConfigName+".cnf")
+				fmt.Fprintf(&b, "# Add as the last line of %s: !include %s\n", orDefault(info.ConfFile, "the server's option file"), p)
 			}
-			p = path.Join(dir, Name+".cnf")
 			b.WriteString("# Read at server start (restart to apply settings that are not dynamic).\n\n[mysqld]\n")
 			for _, e := range es {
 				fmt.Fprintf(&b, "# %s\n%s = %s\n", strings.Join(e.tags, ", "), e.key, e.value)
@@ -384,7 +403,7 @@ func renderConfig(ctx Context, items []Item) []File {
 			if dir == "" {
 				dir = "/etc"
 			}
-			p = path.Join(dir, Name+"-"+strings.ReplaceAll(inst, ":", "-")+".conf")
+			p = path.Join(dir, ConfigName+"-"+strings.ReplaceAll(inst, ":", "-")+".conf")
 			fmt.Fprintf(&b, "# Merge into %s (restart to apply).\n", info.ConfFile)
 			for _, e := range es {
 				fmt.Fprintf(&b, "\n# %s\n%s %s\n", strings.Join(e.tags, ", "), e.key, e.value)
@@ -437,6 +456,13 @@ func renderMounts(items []Item) File {
 		b.WriteString("\n")
 	}
 	return File{Path: "fstab-changes.txt", Content: b.String(), Mode: 0o644}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -63,6 +63,11 @@ type Options struct {
 	Settings map[string]string
 	// Nofile, when non-zero, starts the server under `prlimit --nofile=N`.
 	Nofile int
+	// DefaultsFile (MariaDB only) starts the server with
+	// --defaults-file=PATH instead of --no-defaults; the file must be
+	// readable by the mysql user. The command-line settings still apply
+	// over it.
+	DefaultsFile string
 }
 
 // FreePort asks the kernel for an unused TCP port on loopback.
@@ -293,7 +298,11 @@ func MariaDB(t testing.TB, o Options) *Server {
 	s := &Server{Engine: "mysql", Dir: dir, DataDir: filepath.Join(dir, "data"), Socket: filepath.Join(dir, "mysqld.sock"),
 		Port: FreePort(t), User: "mysql", logFile: filepath.Join(dir, "server.log")}
 	run(t, uid, gid, install, "--no-defaults", "--datadir="+s.DataDir, "--auth-root-authentication-method=socket", "--skip-test-db")
-	args := []string{"--no-defaults", "--datadir=" + s.DataDir, "--socket=" + s.Socket, "--port=" + strconv.Itoa(s.Port),
+	first := "--no-defaults"
+	if o.DefaultsFile != "" {
+		first = "--defaults-file=" + o.DefaultsFile
+	}
+	args := []string{first, "--datadir=" + s.DataDir, "--socket=" + s.Socket, "--port=" + strconv.Itoa(s.Port),
 		"--bind-address=127.0.0.1", "--pid-file=" + filepath.Join(dir, "mysqld.pid"), "--log-error=" + s.logFile,
 		"--innodb-buffer-pool-size=32M", "--skip-log-bin", "--innodb-log-file-size=16M"}
 	keys := make([]string, 0, len(o.Settings))

@@ -1,0 +1,371 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+// liveData is what one live session with the server reads. It is recorded
+// as a probe in snapshots, so it must never hold a secret: accounts are
+// described by flags, never by their credentials.
+type liveData struct {
+	// Via says how dbhost connected ("unix:/run/mysqld/mysqld.sock as root,
+	// no password"); never the password.
+	Via       string            `json:"via"`
+	Variables map[string]string `json:"variables"`
+
+	Users     []engine.MySQLUser `json:"users,omitempty"`
+	UsersErr  string             `json:"users_error,omitempty"`
+	Databases []string           `json:"databases,omitempty"`
+	DBErr     string             `json:"databases_error,omitempty"`
+}
+
+// liveKey names the probe of one server; the socket identifies it.
+func liveKey(socket string) string { return "mysql:live:" + socket }
+
+// readLive connects to the server over its Unix socket and reads its
+// variables, accounts and databases. It is the body of one host.Probe.
+func readLive(ctx context.Context, h *host.Host, socket string, port int, opts engine.Options) ([]byte, error) {
+	cfg, via, err := connConfig(h, socket, port, opts)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+
+	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, opts.Timeout) }
+	c, cancel := step()
+	defer cancel()
+	if err := db.PingContext(c); err != nil {
+		return nil, fmt.Errorf("connect %s: %w", via, err)
+	}
+	d := liveData{Via: via, Variables: map[string]string{}}
+	if d.Variables, err = readVariables(c, db); err != nil {
+		return nil, fmt.Errorf("SHOW GLOBAL VARIABLES via %s: %w", via, err)
+	}
+	c2, cancel2 := step()
+	defer cancel2()
+	if d.Users, err = readUsers(c2, db, d.Variables["version"]); err != nil {
+		d.UsersErr = "cannot read accounts: " + err.Error()
+	}
+	c3, cancel3 := step()
+	defer cancel3()
+	if d.Databases, err = readDatabases(c3, db); err != nil {
+		d.DBErr = "SHOW DATABASES: " + err.Error()
+	}
+	return json.Marshal(d)
+}
+
+// connConfig builds the connection: an explicit DSN's credentials, else the
+// invoking user's ~/.my.cnf [client]/[mysql] credentials, else the current
+// OS user without a password (socket authentication: MariaDB's root
+// account accepts root over the socket). The connection always goes to this
+// server's socket, unless the DSN names a TCP address on its port.
+func connConfig(h *host.Host, socket string, port int, opts engine.Options) (*mysql.Config, string, error) {
+	cfg := mysql.NewConfig()
+	if opts.MySQLDSN != "" {
+		dc, err := mysql.ParseDSN(opts.MySQLDSN)
+		if err != nil {
+			return nil, "", fmt.Errorf("the MySQL DSN does not parse: %w", err)
+		}
+		cfg = dc
+	}
+	tcpOwn := opts.MySQLDSN != "" && strings.Contains(opts.MySQLDSN, "@tcp(") && strings.HasSuffix(cfg.Addr, ":"+strconv.Itoa(port))
+	if !tcpOwn {
+		if socket == "" {
+			return nil, "", errors.New("no Unix socket found for this server")
+		}
+		cfg.Net, cfg.Addr = "unix", socket
+	}
+	var via string
+	switch {
+	case opts.MySQLDSN != "":
+		via = fmt.Sprintf("%s:%s as %s (DSN given)", cfg.Net, cfg.Addr, cfg.User)
+	default:
+		u, pw, src := clientCredentials(h)
+		cfg.User, cfg.Passwd = u, pw
+		how := "no password"
+		if src != "" {
+			how = "credentials from " + src
+		}
+		via = fmt.Sprintf("%s:%s as %s (%s)", cfg.Net, cfg.Addr, cfg.User, how)
+	}
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = opts.Timeout, opts.Timeout, opts.Timeout
+	cfg.DBName = ""
+	// The driver logs some failures to stderr itself; dbhost reports them.
+	cfg.Logger = &mysql.NopLogger{}
+	return cfg, via, nil
+}
+
+// clientCredentials reads user and password from the invoking user's
+// ~/.my.cnf ([client] then [mysql], later lines win), through ReadSecret:
+// never recorded, never printed. src names the file when it held any.
+func clientCredentials(h *host.Host) (usr, pw, src string) {
+	if u, err := user.Current(); err == nil {
+		usr = u.Username
+	}
+	home := os.Getenv("HOME")
+	if home == "" {
+		if u, err := user.Current(); err == nil {
+			home = u.HomeDir
+		}
+	}
+	if home == "" {
+		return usr, "", ""
+	}
+	file := path.Join(home, ".my.cnf")
+	b, err := h.ReadSecret(file)
+	if err != nil {
+		return usr, "", ""
+	}
+	entries, _ := ParseOptions(b)
+	found := false
+	for _, e := range entries {
+		if e.Kind != EntryOption || (e.Group != "client" && e.Group != "mysql" && e.Group != "client-server" && e.Group != "client-mariadb") {
+			continue
+		}
+		switch engine.NormalizeName(strings.TrimPrefix(e.Name, "loose-")) {
+		case "user":
+			usr, found = e.Value, true
+		case "password":
+			pw, found = e.Value, true
+		}
+	}
+	if found {
+		src = file
+	}
+	return usr, pw, src
+}
+
+func readVariables(ctx context.Context, db *sql.DB) (map[string]string, error) {
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL VARIABLES")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	vars := map[string]string{}
+	for rows.Next() {
+		var name string
+		var value sql.NullString
+		if err := rows.Scan(&name, &value); err != nil {
+			return nil, err
+		}
+		n := strings.ToLower(name)
+		vars[n] = redactValue(n, value.String)
+	}
+	return vars, rows.Err()
+}
+
+// passwordPlugins authenticate with a password stored in the account; an
+// empty stored string means an empty password. Socket, PAM, GSSAPI and LDAP
+// accounts do not.
+var passwordPlugins = map[string]bool{
+	"": true, "mysql_native_password": true, "mysql_old_password": true,
+	"caching_sha2_password": true, "sha256_password": true, "ed25519": true, "parsec": true,
+}
+
+// readUsers lists accounts with flags only. MariaDB 10.4+ keeps accounts in
+// mysql.global_priv as JSON, where an account may accept several
+// authentication methods (auth_or); MySQL and older MariaDB in mysql.user,
+// whose columns vary by version. Emptiness is computed by the server, so no
+// credential ever reaches dbhost.
+func readUsers(ctx context.Context, db *sql.DB, version string) ([]engine.MySQLUser, error) {
+	var users []engine.MySQLUser
+	var err error
+	if strings.Contains(version, "MariaDB") && engine.VersionAtLeast(version, "10.4") {
+		users, err = readGlobalPriv(ctx, db)
+	} else {
+		users, err = readUserTable(ctx, db)
+	}
+	sort.Slice(users, func(a, b int) bool {
+		if users[a].User != users[b].User {
+			return users[a].User < users[b].User
+		}
+		return users[a].Host < users[b].Host
+	})
+	return users, err
+}
+
+// authSlots is how many alternative authentication methods are read per
+// MariaDB account (IDENTIFIED VIA a OR b OR ...).
+const authSlots = 4
+
+func readGlobalPriv(ctx context.Context, db *sql.DB) ([]engine.MySQLUser, error) {
+	cols := []string{
+		"User", "Host",
+		"COALESCE(JSON_VALUE(Priv, '$.plugin'), 'mysql_native_password')",
+		"COALESCE(JSON_VALUE(Priv, '$.authentication_string'), '') = ''",
+		"COALESCE(JSON_LENGTH(Priv, '$.auth_or'), 0)",
+	}
+	for i := 0; i < authSlots; i++ {
+		cols = append(cols,
+			fmt.Sprintf("JSON_VALUE(Priv, '$.auth_or[%d].plugin')", i),
+			fmt.Sprintf("COALESCE(JSON_VALUE(Priv, '$.auth_or[%d].authentication_string'), '') = ''", i))
+	}
+	cols = append(cols,
+		// JSON_VALUE turns a JSON true into '1'.
+		"COALESCE(JSON_VALUE(Priv, '$.account_locked'), '') IN ('1', 'true')",
+		"COALESCE(JSON_VALUE(Priv, '$.is_role'), '') IN ('1', 'true')",
+		// SUPER is bit 15, GRANT OPTION bit 10 of the access mask.
+		"(CAST(COALESCE(JSON_VALUE(Priv, '$.access'), '0') AS UNSIGNED) & 32768) <> 0",
+		"(CAST(COALESCE(JSON_VALUE(Priv, '$.access'), '0') AS UNSIGNED) & 1024) <> 0",
+	)
+	rows, err := db.QueryContext(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM mysql.global_priv")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []engine.MySQLUser
+	for rows.Next() {
+		var (
+			u         engine.MySQLUser
+			topPlugin string
+			topEmpty  bool
+			n         int
+			slotP     [authSlots]sql.NullString
+			slotE     [authSlots]bool
+			role      bool
+		)
+		dest := []any{&u.User, &u.Host, &topPlugin, &topEmpty, &n}
+		for i := 0; i < authSlots; i++ {
+			dest = append(dest, &slotP[i], &slotE[i])
+		}
+		dest = append(dest, &u.Locked, &role, &u.Super, &u.Grant)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		if role {
+			continue
+		}
+		// In auth_or an empty object {} stands for the top-level method.
+		type method struct {
+			plugin string
+			empty  bool
+		}
+		methods := []method{{topPlugin, topEmpty}}
+		if n > 0 {
+			methods = nil
+			for i := 0; i < min(n, authSlots); i++ {
+				if slotP[i].Valid {
+					methods = append(methods, method{slotP[i].String, slotE[i]})
+				} else {
+					methods = append(methods, method{topPlugin, topEmpty})
+				}
+			}
+		}
+		for _, m := range methods {
+			u.Plugins = append(u.Plugins, m.plugin)
+			if m.empty && passwordPlugins[m.plugin] {
+				u.EmptyPassword = true
+			}
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+func readUserTable(ctx context.Context, db *sql.DB) ([]engine.MySQLUser, error) {
+	have := map[string]bool{}
+	rows, err := db.QueryContext(ctx, "SELECT LOWER(COLUMN_NAME) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'mysql' AND TABLE_NAME = 'user'")
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		have[c] = true
+	}
+	rows.Close()
+	if len(have) == 0 {
+		return nil, errors.New("mysql.user is not visible to this account")
+	}
+	col := func(name, expr, otherwise string) string {
+		if have[name] {
+			return expr
+		}
+		return otherwise
+	}
+	empty := []string{}
+	if have["authentication_string"] {
+		empty = append(empty, "COALESCE(authentication_string, '') = ''")
+	}
+	if have["password"] {
+		empty = append(empty, "COALESCE(Password, '') = ''")
+	}
+	if len(empty) == 0 {
+		empty = []string{"FALSE"}
+	}
+	q := "SELECT User, Host, " +
+		col("plugin", "COALESCE(plugin, '')", "''") + ", " +
+		strings.Join(empty, " AND ") + ", " +
+		col("super_priv", "Super_priv = 'Y'", "FALSE") + ", " +
+		col("grant_priv", "Grant_priv = 'Y'", "FALSE") + ", " +
+		col("account_locked", "account_locked = 'Y'", "FALSE") + ", " +
+		col("is_role", "is_role = 'Y'", "FALSE") +
+		" FROM mysql.user"
+	rows, err = db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []engine.MySQLUser
+	for rows.Next() {
+		var u engine.MySQLUser
+		var plugin string
+		var empty, role bool
+		if err := rows.Scan(&u.User, &u.Host, &plugin, &empty, &u.Super, &u.Grant, &u.Locked, &role); err != nil {
+			return nil, err
+		}
+		if role {
+			continue
+		}
+		u.Plugins = []string{plugin}
+		u.EmptyPassword = empty && passwordPlugins[plugin]
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+func readDatabases(ctx context.Context, db *sql.DB) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SHOW DATABASES")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, rows.Err()
+}
+
+// defaultTimeout bounds each step of a live read when the caller gave none.
+const defaultTimeout = 3 * time.Second

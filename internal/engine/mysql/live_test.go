@@ -1,0 +1,69 @@
+package mysql
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+// ~/.my.cnf of the user running dbhost: [client] then [mysql], later
+// lines win, quotes and escapes resolved; other groups ignored.
+func TestClientCredentials(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	cnf := "[client]\nuser = alice\npassword = \"p#ss\\\\w\"\n[mysqldump]\nuser = dump\n[mysql]\nuser=bob\n"
+	if err := os.WriteFile(filepath.Join(home, ".my.cnf"), []byte(cnf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, pw, src := clientCredentials(h)
+	if u != "bob" || pw != `p#ss\w` || src != filepath.Join(home, ".my.cnf") {
+		t.Errorf("credentials %q %q from %q", u, pw, src)
+	}
+	cfg, via, err := connConfig(h, "/run/x.sock", 3306, engine.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Net != "unix" || cfg.Addr != "/run/x.sock" || cfg.User != "bob" || cfg.Passwd != `p#ss\w` {
+		t.Errorf("config %+v", cfg)
+	}
+	if strings.Contains(via, "p#ss") || !strings.Contains(via, "credentials from "+home) {
+		t.Errorf("via %q", via)
+	}
+	// A TCP DSN on the server's own port is used as given.
+	cfg, _, err = connConfig(h, "/run/x.sock", 3307, engine.Options{MySQLDSN: "u:pw@tcp(127.0.0.1:3307)/", Timeout: time.Second})
+	if err != nil || cfg.Net != "tcp" || cfg.Addr != "127.0.0.1:3307" || cfg.Passwd != "pw" {
+		t.Errorf("tcp DSN config %+v %v", cfg, err)
+	}
+	if _, _, err := connConfig(h, "/run/x.sock", 3307, engine.Options{MySQLDSN: "u:pw@bogus(", Timeout: time.Second}); err == nil || strings.Contains(err.Error(), "pw") {
+		t.Errorf("bad DSN error %v", err)
+	}
+}
+
+func TestSameValue(t *testing.T) {
+	for _, tc := range []struct {
+		file, live string
+		same       bool
+	}{
+		{"1G", "1073741824", true},
+		{"ON", "1", true},
+		{"", "ON", false},
+		{"skip", "ON", false},
+		{"/var/lib/mysql", "/var/lib/mysql/", true},
+		{"O_DIRECT", "o_direct", true},
+		{"fsync", "O_DIRECT", false},
+		{"0", "OFF", true},
+	} {
+		if got := sameValue(tc.file, tc.live); got != tc.same {
+			t.Errorf("sameValue(%q, %q) = %v", tc.file, tc.live, got)
+		}
+	}
+}
