@@ -221,6 +221,9 @@ func AttachListeners(h *host.Host, insts []*Instance) {
 	}
 	byInode := map[uint64]Listener{}
 	tcp, tcpErr := h.NetTCP()
+	// /proc/net/tcp shows 0 in tx_queue for listening sockets; the accept
+	// queue limit comes from sock_diag (host.ListenBacklogs).
+	backlogs, _ := h.ListenBacklogs()
 	for _, s := range tcp {
 		if s.St != 0x0A { // TCP_LISTEN
 			continue
@@ -229,7 +232,7 @@ func AttachListeners(h *host.Host, insts []*Instance) {
 		if s.LocalAddr.To4() == nil {
 			proto = "tcp6"
 		}
-		byInode[s.Inode] = Listener{Proto: proto, Addr: s.LocalAddr.String(), Port: int(s.LocalPort), Backlog: int(s.TxQueue)}
+		byInode[s.Inode] = Listener{Proto: proto, Addr: s.LocalAddr.String(), Port: int(s.LocalPort), Backlog: backlogs[s.Inode]}
 	}
 	for _, l := range unixListeners(h) {
 		byInode[l.inode] = l.Listener

@@ -52,6 +52,10 @@ type Instance struct {
 	Mem       InstanceMem   `json:"mem"`
 	// Label is the security label of the process (/proc/PID/attr/current).
 	Label host.Reading `json:"label"`
+	// DataLabel is the SELinux label of the data directory; ChildOOM the
+	// oom_score_adj of worker processes (PostgreSQL backends).
+	DataLabel host.Reading  `json:"data_label"`
+	ChildOOM  []ProcReading `json:"child_oom_score_adj,omitempty"`
 }
 
 // Options tune gathering.

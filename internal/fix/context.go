@@ -10,6 +10,7 @@ import (
 func ContextFrom(f *facts.Facts) Context {
 	c := Context{
 		TunedProfile:       f.Tuned.Active,
+		TunedInclude:       tunedInclude(f.Tuned),
 		TunedReapplySysctl: f.Tuned.ReapplySysctl,
 		Container:          f.System.Container != "",
 		Instances:          map[string]InstanceInfo{},
@@ -28,4 +29,19 @@ func ContextFrom(f *facts.Facts) Context {
 		c.Instances[in.Name()] = info
 	}
 	return c
+}
+
+// tunedInclude names the profile dbhost's child profile builds on: the
+// active one, unless dbhost's own profile is active already (then the one it
+// includes, so that re-rendering never makes the profile include itself).
+func tunedInclude(t facts.Tuned) string {
+	if t.Active != "dbhost" {
+		return t.Active
+	}
+	for i := len(t.Chain) - 1; i >= 0; i-- {
+		if t.Chain[i] != "dbhost" {
+			return t.Chain[i]
+		}
+	}
+	return ""
 }

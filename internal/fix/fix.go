@@ -22,6 +22,9 @@ type Fix struct {
 	// Sysfs lists kernel knobs under /sys that no sysctl covers (THP); they
 	// persist through the kernel command line or a boot unit.
 	Sysfs []KV `json:"sysfs,omitempty"`
+	// TunedDisk lists [disk] settings (elevator, readahead) for the TuneD
+	// child profile, when an active TuneD profile sets them.
+	TunedDisk []KV `json:"tuned_disk,omitempty"`
 	// Config lists database settings to change.
 	Config []ConfigChange `json:"config,omitempty"`
 	// Mount lists mount option changes (for /etc/fstab).
@@ -97,6 +100,6 @@ type File struct {
 // Empty reports whether the fix proposes nothing.
 func (f *Fix) Empty() bool {
 	return f == nil || (len(f.Sysctl) == 0 && len(f.Udev) == 0 && len(f.Limits) == 0 &&
-		len(f.Dropins) == 0 && len(f.Cmdline) == 0 && len(f.Sysfs) == 0 && len(f.Config) == 0 &&
+		len(f.Dropins) == 0 && len(f.Cmdline) == 0 && len(f.Sysfs) == 0 && len(f.TunedDisk) == 0 && len(f.Config) == 0 &&
 		len(f.Mount) == 0 && len(f.Runtime) == 0 && f.Manual == "")
 }

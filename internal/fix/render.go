@@ -21,6 +21,9 @@ type Context struct {
 	// TunedProfile is the active TuneD profile, if any; TuneD re-applies
 	// its own values, so fixes also go into a child profile.
 	TunedProfile string
+	// TunedInclude is the profile the child profile includes: the active
+	// one, or, when dbhost's own profile is already active, its parent.
+	TunedInclude string
 	// TunedReapplySysctl: TuneD re-reads sysctl.d after its profile (its
 	// default), so sysctl.d wins for sysctls.
 	TunedReapplySysctl bool
@@ -127,8 +130,8 @@ func renderSysctl(ctx Context, items []Item) File {
 	var b strings.Builder
 	b.WriteString(header)
 	b.WriteString("# Apply now with: sysctl --system\n")
-	if ctx.Container {
-		b.WriteString("# dbhost ran in a container: install this file on the container's host.\n")
+	if ctx.Container && !allNamespaced(es) {
+		b.WriteString("# dbhost ran in a container: install the vm.*, kernel.* and fs.* settings on the container's host.\n")
 	}
 	if ctx.TunedProfile != "" && !ctx.TunedReapplySysctl {
 		b.WriteString("# TuneD is active and does not re-apply sysctl.d: the same values are in the dbhost TuneD profile.\n")
@@ -311,7 +314,15 @@ func renderTuned(ctx Context, items []Item) File {
 	b.WriteString(header)
 	fmt.Fprintf(&b, "# TuneD profile %q is active and re-applies its values at every start.\n", ctx.TunedProfile)
 	b.WriteString("# Activate this child profile with: tuned-adm profile dbhost\n")
-	fmt.Fprintf(&b, "\n[main]\nsummary=%s with dbhost's database fixes\ninclude=%s\n", ctx.TunedProfile, ctx.TunedProfile)
+	include := ctx.TunedInclude
+	if include == "" && ctx.TunedProfile != "dbhost" {
+		include = ctx.TunedProfile
+	}
+	if include != "" {
+		fmt.Fprintf(&b, "\n[main]\nsummary=%s with dbhost's database fixes\ninclude=%s\n", include, include)
+	} else {
+		b.WriteString("\n[main]\nsummary=dbhost's database fixes\n")
+	}
 	if thp != "" {
 		fmt.Fprintf(&b, "\n[vm]\ntransparent_hugepages=%s\n", thp)
 	}
@@ -456,6 +467,17 @@ func renderMounts(items []Item) File {
 		b.WriteString("\n")
 	}
 	return File{Path: "fstab-changes.txt", Content: b.String(), Mode: 0o644}
+}
+
+// allNamespaced reports whether every sysctl is per network namespace
+// (net.*), so a container can set them itself.
+func allNamespaced(es []entry) bool {
+	for _, e := range es {
+		if !strings.HasPrefix(e.key, "net.") {
+			return false
+		}
+	}
+	return true
 }
 
 func orDefault(s, def string) string {

@@ -1,0 +1,578 @@
+package check
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/fix"
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+// limitTarget is the usual nofile/nproc target for a database's service
+// user, soft and hard (MongoDB's production notes, and the common advice
+// for MySQL and PostgreSQL hosts).
+const limitTarget = 64000
+
+func init() {
+	Register(Check{
+		ID:        "limits.nofile",
+		Title:     "Database processes may open enough files",
+		Severity:  Warning,
+		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
+		Doc: `Reads the running server's "Max open files" from /proc/PID/limits, soft and
+hard, not the shell's ulimit. Target: 64000 for both (the distribution default of 1024
+is far too low). Every table file, index, socket and client connection is a
+descriptor. MySQL raises its own soft limit at start-up towards open_files_limit, but
+never above the hard limit: it needs max(10 + max_connections + 2 x table_open_cache,
+5 x max_connections) and silently lowers max_connections and table_open_cache when
+the hard limit is below that. Redis needs maxclients + 32 and lowers maxclients
+otherwise. MongoDB warns at start-up below 64000. PostgreSQL caps each backend at
+max_files_per_process and closes and reopens files beyond what the limit allows.
+The fix raises the limit for the service user in limits.d (logins and services
+started outside systemd) and with LimitNOFILE= in a drop-in for the systemd unit
+(limits.d does not apply to services).`,
+		Refs: []string{
+			"https://www.mongodb.com/docs/manual/reference/ulimit/",
+			"https://dev.mysql.com/doc/refman/8.0/en/server-system-variables.html#sysvar_open_files_limit",
+			"https://www.postgresql.org/docs/current/runtime-config-resource.html#GUC-MAX-FILES-PER-PROCESS",
+		},
+		Run: checkNofile,
+	})
+	Register(Check{
+		ID:        "limits.nproc",
+		Title:     "Database processes may start enough processes and threads",
+		Severity:  Warning,
+		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
+		Doc: `Reads "Max processes" from /proc/PID/limits of the running server. The limit
+counts every process and thread of the user, so it caps PostgreSQL backends (one
+process per connection) and MySQL/MongoDB connection threads. Target: 64000 soft and
+hard. "unlimited" is a risk of its own: a runaway server or fork loop can then
+exhaust the kernel's task table and take sshd and everything else down with it.
+The fix sets 64000 in limits.d and LimitNPROC= in a drop-in for the systemd unit.`,
+		Refs: []string{"https://www.mongodb.com/docs/manual/reference/ulimit/", "https://man7.org/linux/man-pages/man2/getrlimit.2.html"},
+		Run:  checkNproc,
+	})
+	Register(Check{
+		ID:        "limits.systemd_unit",
+		Title:     "The database's systemd unit grants the file and process limits",
+		Severity:  Warning,
+		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
+		Doc: `Reads the systemd unit the instance runs in (from its cgroup), or the unit the
+distribution installed for it, from the unit file and its drop-ins on disk (no
+systemctl or D-Bus needed), and takes LimitNOFILE= and LimitNPROC= from them, else
+DefaultLimitNOFILE= of system.conf, else systemd's default (nofile 1024 soft, 524288
+hard). Services do not go through PAM, so limits.conf and limits.d never apply to
+them: a host where limits.d gives the database user 64000 still starts the service
+with 1024. Target: 64000. The fix is a drop-in for the unit.`,
+		Refs: []string{"https://www.freedesktop.org/software/systemd/man/latest/systemd.exec.html#Process%20Properties"},
+		Run:  checkUnitLimits,
+	})
+	Register(Check{
+		ID:        "limits.file_max",
+		Title:     "fs.file-max exceeds what the databases may open",
+		Severity:  Warning,
+		AppliesTo: []string{"host"},
+		Doc: `Compares fs.file-max, the kernel-wide ceiling of open files, with the sum of
+the databases' open-file limits (soft limits of their main processes), and shows how
+many handles are in use (fs.file-nr). When the system runs out, every process gets
+ENFILE ("Too many open files in system"), not only the database. Each PostgreSQL
+backend has its own limit, so its real potential is larger than the postmaster's
+alone.`,
+		Refs: []string{"https://docs.kernel.org/admin-guide/sysctl/fs.html#file-max-file-nr"},
+		Run:  checkFileMax,
+	})
+	Register(Check{
+		ID:        "limits.oom_score_adj",
+		Title:     "The PostgreSQL postmaster is protected from the OOM killer, its backends are not",
+		Severity:  Warning,
+		AppliesTo: []string{"postgres"},
+		Doc: `Reads /proc/PID/oom_score_adj of the postmaster and of its child processes. When
+the OOM killer kills the postmaster, the whole server goes down and nothing restarts
+it; when it kills a backend, the postmaster resets all sessions and recovers by
+itself. PostgreSQL's documentation therefore starts the postmaster with
+oom_score_adj -1000 (OOMScoreAdjust=-1000 in the unit; Debian's unit uses -900) and
+sets PG_OOM_ADJUST_FILE=/proc/self/oom_score_adj and PG_OOM_ADJUST_VALUE=0 so that
+every child resets itself to 0 and remains a candidate. A protected postmaster whose
+children stay protected too leaves the OOM killer only other processes (sshd) to
+kill. vm.overcommit_memory=2 is the other remedy (see the memory checks).`,
+		Refs: []string{"https://www.postgresql.org/docs/current/kernel-resources.html#LINUX-MEMORY-OVERCOMMIT"},
+		Run:  checkOOMScoreAdj,
+	})
+	Register(Check{
+		ID:        "limits.tasks_max",
+		Title:     "systemd TasksMax leaves room for every connection",
+		Severity:  Info,
+		AppliesTo: []string{"postgres", "mysql", "mongodb"},
+		Doc: `TasksMax= caps the processes and threads in a unit's cgroup (the pids
+controller); systemd's default is 15% of the kernel's task limit
+(min(kernel.pid_max, kernel.threads-max)). A thread-per-connection server (MySQL,
+MariaDB, MongoDB) needs max_connections threads plus its background threads; a
+PostgreSQL server one process per connection plus its auxiliary processes. Past the
+limit, fork() and pthread_create() fail and new connections are refused with
+"Resource temporarily unavailable".`,
+		Refs: []string{"https://www.freedesktop.org/software/systemd/man/latest/systemd.resource-control.html#TasksMax=N"},
+		Run:  checkTasksMax,
+	})
+}
+
+// ---- limits.nofile ----
+
+// nofileNeed is what the engine itself needs as descriptors, with why.
+func nofileNeed(in *facts.Instance) (uint64, string, []Evidence) {
+	switch in.Engine {
+	case engine.MySQL:
+		mc, ok1 := instUint(in, "max_connections", 151)
+		toc, ok2 := instUint(in, "table_open_cache", 2000)
+		need := max(10+mc+2*toc, 5*mc)
+		ev := []Evidence{instUintEv(in, "max_connections", ok1, mc), instUintEv(in, "table_open_cache", ok2, toc)}
+		if s, ok := in.Setting("open_files_limit"); ok {
+			ev = append(ev, Ev("open_files_limit", s.Value, s.Source))
+		}
+		return need, fmt.Sprintf("MySQL needs max(10 + max_connections + 2 x table_open_cache, 5 x max_connections) = %d descriptors and lowers max_connections and table_open_cache to fit a smaller hard limit", need), ev
+	case engine.Redis:
+		mc, ok := instUint(in, "maxclients", 10000)
+		return mc + 32, fmt.Sprintf("Redis needs maxclients + 32 = %d descriptors and lowers maxclients to fit a smaller limit", mc+32), []Evidence{instUintEv(in, "maxclients", ok, mc)}
+	case engine.Postgres:
+		mf, ok := instUint(in, "max_files_per_process", 1000)
+		return 0, fmt.Sprintf("PostgreSQL keeps at most max_files_per_process (%d) files open per backend and fits that under the soft limit", mf), []Evidence{instUintEv(in, "max_files_per_process", ok, mf)}
+	case engine.MongoDB:
+		return 0, "MongoDB uses a descriptor per connection and per data file and warns at start-up below 64000", nil
+	}
+	return 0, "", nil
+}
+
+func checkNofile(f *facts.Facts) []Result {
+	var out []Result
+	for _, in := range f.Instances {
+		subj := in.Name()
+		r, ok := in.Limits[host.LimitNofile]
+		if !ok {
+			out = append(out, UnknownR(subj, "cannot read the open-files limit of "+limPidDesc(in)+": "+hostOr(in.LimitsErr, "no \"Max open files\" line in /proc/PID/limits")))
+			continue
+		}
+		ev := []Evidence{limitEv(in, "nofile", r)}
+		need, why, nev := nofileNeed(in)
+		ev = append(ev, nev...)
+		want := uint64(limitTarget)
+		var problems []string
+		if r.Soft < limitTarget {
+			problems = append(problems, fmt.Sprintf("soft limit %s is below %d", host.FormatLimit(r.Soft), limitTarget))
+		}
+		if r.Hard < limitTarget {
+			problems = append(problems, fmt.Sprintf("hard limit %s is below %d", host.FormatLimit(r.Hard), limitTarget))
+		}
+		if need > 0 && r.Soft < need {
+			problems = append(problems, fmt.Sprintf("%s, but the soft limit is %s", why, host.FormatLimit(r.Soft)))
+			want = max(want, limRoundUp(need, 1024))
+		}
+		if len(problems) == 0 {
+			reason := fmt.Sprintf("%s may open %s files (hard %s), at least %d.", limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), limitTarget)
+			if why != "" {
+				reason += " " + why + "."
+			}
+			out = append(out, PassR(subj, reason, ev...))
+			continue
+		}
+		reason := fmt.Sprintf("%s: %s. Each table file, index, socket and client connection is a descriptor; at the limit the server fails with EMFILE (\"Too many open files\").", limPidDesc(in), strings.Join(problems, "; "))
+		if in.Engine == engine.MySQL {
+			reason += " MySQL raises its soft limit itself only up to the hard limit, so the hard limit is what counts."
+		} else if why != "" && need == 0 {
+			reason += " " + why + "."
+		}
+		out = append(out, FailR(subj, reason, limitFix(f, in, "nofile", "LimitNOFILE", want), ev...))
+	}
+	return out
+}
+
+// ---- limits.nproc ----
+
+func checkNproc(f *facts.Facts) []Result {
+	var out []Result
+	for _, in := range f.Instances {
+		subj := in.Name()
+		r, ok := in.Limits[host.LimitNproc]
+		if !ok {
+			out = append(out, UnknownR(subj, "cannot read the process limit of "+limPidDesc(in)+": "+hostOr(in.LimitsErr, "no \"Max processes\" line in /proc/PID/limits")))
+			continue
+		}
+		ev := []Evidence{limitEv(in, "nproc", r)}
+		rootNote := ""
+		if in.UID == 0 {
+			rootNote = " It runs as root, for which the kernel does not enforce this limit, which is one more reason not to run it as root (see security.db_as_root)."
+		}
+		switch {
+		case r.Soft == host.Unlimited || r.Hard == host.Unlimited:
+			out = append(out, FailR(subj, fmt.Sprintf("%s has no process limit (soft %s, hard %s): a runaway server or a fork loop under its user can fill the kernel's task table, and then sshd cannot fork a shell to fix it. Use a high but finite limit such as %d.%s",
+				limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), limitTarget, rootNote), limitFix(f, in, "nproc", "LimitNPROC", limitTarget), ev...))
+		case r.Soft < limitTarget || r.Hard < limitTarget:
+			out = append(out, FailR(subj, fmt.Sprintf("%s may run %s processes and threads (hard %s) for its whole user, below %d: with one backend process (PostgreSQL) or thread (MySQL, MongoDB) per connection, connections beyond it fail with \"Resource temporarily unavailable\".%s",
+				limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), limitTarget, rootNote), limitFix(f, in, "nproc", "LimitNPROC", limitTarget), ev...))
+		default:
+			out = append(out, PassR(subj, fmt.Sprintf("%s may run %s processes and threads (hard %s): at least %d and finite.%s", limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), limitTarget, rootNote), ev...))
+		}
+	}
+	return out
+}
+
+// limitFix raises an rlimit for the instance: limits.d for its user, a
+// drop-in for its systemd unit, and prlimit for the running process.
+func limitFix(f *facts.Facts, in *facts.Instance, item, unitKey string, value uint64) *fix.Fix {
+	v := strconv.FormatUint(value, 10)
+	fx := &fix.Fix{Summary: fmt.Sprintf("Raise %s of %s to %s", item, in.Name(), v)}
+	if in.User != "" && in.UID != 0 {
+		fx.Limits = []fix.LimitLine{{Domain: in.User, Type: "soft", Item: item, Value: v}, {Domain: in.User, Type: "hard", Item: item, Value: v}}
+	}
+	if u := dropinUnit(in); u != "" {
+		fx.Dropins = []fix.Dropin{{Unit: u, Section: "Service", Key: unitKey, Value: v}}
+	} else {
+		fx.Manual = "The server is not started by a systemd unit dbhost could find: raise the limit where it is started (ulimit -n/-u in its start script, or prlimit)."
+	}
+	// prlimit changes the running process at once; servers size some
+	// structures at start-up, so restart it as well.
+	fx.Runtime = []string{fmt.Sprintf("prlimit --pid %d --%s=%s:%s", in.PID, item, v, v)}
+	return fx
+}
+
+// dropinUnit is the unit a drop-in for the instance belongs to: its real
+// name, so that the drop-in directory is the one systemd reads.
+func dropinUnit(in *facts.Instance) string {
+	if in.Unit == nil || in.Unit.Masked {
+		return ""
+	}
+	if in.Unit.Alias != "" {
+		return in.Unit.Alias
+	}
+	return in.Unit.Name
+}
+
+// ---- limits.systemd_unit ----
+
+func checkUnitLimits(f *facts.Facts) []Result {
+	var out []Result
+	for _, in := range f.Instances {
+		u := in.Unit
+		if u == nil {
+			continue
+		}
+		subj := in.Name()
+		ev := []Evidence{Ev("unit", unitDesc(u), strings.Join(u.Files, ", "))}
+		if u.Err != "" && len(u.Files) == 0 {
+			out = append(out, UnknownR(subj, "cannot read unit "+u.Name+": "+u.Err, ev...))
+			continue
+		}
+		var low []string
+		var dropins []fix.Dropin
+		for _, l := range []struct{ key, item string }{{"LimitNOFILE", "nofile"}, {"LimitNPROC", "nproc"}} {
+			s, soft, ok := unitLimit(f, u, l.key)
+			if !ok {
+				ev = append(ev, Ev(l.key, "unreadable: "+s.Value, s.Source))
+				continue
+			}
+			ev = append(ev, Ev(l.key, s.Value, s.Source))
+			if soft >= limitTarget && (l.item != "nproc" || soft != host.Unlimited) {
+				continue
+			}
+			desc := fmt.Sprintf("%s=%s (%s)", l.key, s.Value, s.Source)
+			if l.item == "nproc" && soft == host.Unlimited {
+				desc += " is unlimited"
+			} else {
+				desc += fmt.Sprintf(" gives a soft limit of %s, below %d", host.FormatLimit(soft), limitTarget)
+			}
+			if se, he := f.Persist.LimitFor(in.User, nil, l.item); se != nil || he != nil {
+				e := se
+				if e == nil {
+					e = he
+				}
+				desc += fmt.Sprintf(", although %s:%d gives %s %s %s: limits.d applies to PAM logins only, never to systemd services", e.File, e.Line, e.Domain, l.item, e.Value)
+				ev = append(ev, Ev("limits.d "+l.item, e.Domain+" "+e.Type+" "+e.Value, fmt.Sprintf("%s:%d", e.File, e.Line)))
+			}
+			low = append(low, desc)
+			dropins = append(dropins, fix.Dropin{Unit: dropinUnit(in), Section: "Service", Key: l.key, Value: strconv.Itoa(limitTarget)})
+		}
+		if len(low) == 0 {
+			out = append(out, PassR(subj, fmt.Sprintf("%s grants at least %d open files and a finite process limit of at least %d. %s", u.Name, limitTarget, limitTarget, unitHow(f, u)), ev...))
+			continue
+		}
+		fx := &fix.Fix{Summary: "Raise the limits of " + dropinUnit(in), Dropins: dropins}
+		if dropinUnit(in) == "" {
+			fx = &fix.Fix{Summary: "Unmask and fix " + u.Name, Manual: u.Name + " is masked: the instance is not started by it."}
+		}
+		out = append(out, FailR(subj, strings.Join(low, "; ")+". "+unitHow(f, u), fx, ev...))
+	}
+	return out
+}
+
+// unitLimit returns a unit's effective Limit setting and its soft value.
+// LimitNPROC not set anywhere is inherited from PID 1, whose limit is the
+// kernel's default: threads-max / 2.
+func unitLimit(f *facts.Facts, u *facts.Unit, key string) (facts.UnitSetting, uint64, bool) {
+	s, ok := u.Effective(key)
+	if !ok && key == "LimitNPROC" {
+		tm, ok := f.SysctlReading("kernel.threads-max").Int()
+		if !ok {
+			return facts.UnitSetting{Value: "not set, and kernel.threads-max unreadable", Source: "kernel default"}, 0, false
+		}
+		n := uint64(tm / 2)
+		return facts.UnitSetting{Value: strconv.FormatUint(n, 10), Source: "not set: inherited from PID 1, the kernel's default of kernel.threads-max / 2"}, n, true
+	}
+	if !ok {
+		return facts.UnitSetting{Value: "not set", Source: "unit"}, 0, false
+	}
+	soft, _, ok := facts.ParseUnitLimit(s.Value)
+	if !ok {
+		return facts.UnitSetting{Value: "cannot parse " + s.Value, Source: s.Source}, 0, false
+	}
+	return s, soft, true
+}
+
+func unitDesc(u *facts.Unit) string {
+	d := u.Name
+	if u.Alias != "" {
+		d += " (alias of " + u.Alias + ")"
+	}
+	if u.How == "installed" {
+		d += ", installed"
+	} else {
+		d += ", running"
+	}
+	return d
+}
+
+// unitHow explains whether the unit's values are in force now.
+func unitHow(f *facts.Facts, u *facts.Unit) string {
+	if u.How == "cgroup" {
+		return "The server runs under this unit, so these are its limits."
+	}
+	s := "The server does not run under " + u.Name + " now"
+	if !f.System.Systemd {
+		s += " (PID 1 is not systemd here)"
+	}
+	return s + ", but it is the unit that starts it at boot: these limits apply from the next start by systemd."
+}
+
+// ---- limits.file_max ----
+
+func checkFileMax(f *facts.Facts) []Result {
+	if len(f.Instances) == 0 {
+		return nil
+	}
+	r := f.SysctlReading("fs.file-max")
+	ev := []Evidence{EvReading("fs.file-max", r)}
+	fileMax, ok := r.Int()
+	if !ok {
+		return []Result{UnknownR(SubjectHost, "cannot read fs.file-max: "+r.Err, ev...)}
+	}
+	var sum uint64
+	var parts []string
+	for _, in := range f.Instances {
+		l, ok := in.Limits[host.LimitNofile]
+		if !ok {
+			return []Result{UnknownR(SubjectHost, "cannot read the open-files limit of "+limPidDesc(in)+": "+hostOr(in.LimitsErr, "no \"Max open files\" line"), ev...)}
+		}
+		if l.Soft == host.Unlimited {
+			continue
+		}
+		sum += l.Soft
+		parts = append(parts, fmt.Sprintf("%s %s", in.Name(), host.FormatLimit(l.Soft)))
+	}
+	ev = append(ev, Ev("database nofile limits", strings.Join(parts, ", ")+fmt.Sprintf(" (sum %d)", sum), "/proc/PID/limits"))
+	if nr := f.SysctlReading("fs.file-nr"); nr.OK() {
+		ev = append(ev, EvReading("fs.file-nr (allocated, free, max)", nr))
+	}
+	if fileMax < 0 || uint64(fileMax) > sum {
+		return []Result{PassR(SubjectHost, fmt.Sprintf("fs.file-max (%d) exceeds the sum of the databases' open-file limits (%d).", fileMax, sum), ev...)}
+	}
+	want := limRoundUp(2*sum, 65536)
+	return []Result{FailR(SubjectHost,
+		fmt.Sprintf("fs.file-max (%d) does not exceed the sum of the databases' open-file limits (%d): the databases together may try to open more files than the kernel allows system-wide, and then every process on the host fails with ENFILE (\"Too many open files in system\").", fileMax, sum),
+		sysctlFix(f, "Raise fs.file-max above the databases' limits", "fs.file-max", strconv.FormatUint(want, 10)), ev...)}
+}
+
+// ---- limits.oom_score_adj ----
+
+func checkOOMScoreAdj(f *facts.Facts) []Result {
+	var out []Result
+	for _, in := range f.ByEngine(engine.Postgres) {
+		subj := in.Name()
+		ev := []Evidence{EvReading("postmaster oom_score_adj", in.OOMScore)}
+		pm, ok := in.OOMScore.Int()
+		if !ok {
+			out = append(out, UnknownR(subj, "cannot read the postmaster's oom_score_adj: "+in.OOMScore.Err, ev...))
+			continue
+		}
+		var protectedKids, readKids []string
+		for _, c := range in.ChildOOM {
+			v, ok := c.Reading.Int()
+			if !ok {
+				continue
+			}
+			readKids = append(readKids, fmt.Sprintf("%d %s=%d", c.PID, c.Comm, v))
+			if v < 0 {
+				protectedKids = append(protectedKids, fmt.Sprintf("%d (%s)", c.PID, c.Comm))
+			}
+		}
+		if len(readKids) > 0 {
+			ev = append(ev, Ev("children oom_score_adj", strings.Join(readKids, ", "), "/proc/PID/oom_score_adj"))
+		}
+		if in.Unit != nil {
+			if s, ok := in.Unit.Effective("OOMScoreAdjust"); ok {
+				ev = append(ev, Ev("unit OOMScoreAdjust", s.Value, s.Source))
+			}
+		}
+		switch {
+		case pm >= 0:
+			out = append(out, FailR(subj, fmt.Sprintf("The postmaster (pid %d) has oom_score_adj %d: under memory pressure the OOM killer may choose it, which takes the whole server down with no automatic restart, instead of one backend whose death the postmaster recovers from.", in.PID, pm),
+				pgOOMFix(in), ev...))
+		case len(protectedKids) > 0:
+			out = append(out, FailR(subj, fmt.Sprintf("The postmaster is protected (oom_score_adj %d) but so are its children %s: they inherited the value because PG_OOM_ADJUST_FILE was not set, so the OOM killer cannot pick a backend and kills other processes (sshd, agents) or nothing at all.", pm, strings.Join(protectedKids, ", ")),
+				pgOOMFix(in), ev...))
+		case len(readKids) == 0 && len(in.ChildOOM) > 0:
+			out = append(out, UnknownR(subj, fmt.Sprintf("The postmaster is protected (oom_score_adj %d) but its children's values could not be read: %s", pm, in.ChildOOM[0].Reading.Err), ev...))
+		default:
+			out = append(out, PassR(subj, fmt.Sprintf("The postmaster is protected from the OOM killer (oom_score_adj %d) and its children reset themselves to a killable value.", pm), ev...))
+		}
+	}
+	return out
+}
+
+// pgOOMFix protects the postmaster and lets its children reset themselves,
+// the way PostgreSQL's documentation describes.
+func pgOOMFix(in *facts.Instance) *fix.Fix {
+	fx := &fix.Fix{Summary: "Start the postmaster with oom_score_adj -1000 and let backends reset to 0"}
+	if u := dropinUnit(in); u != "" {
+		fx.Dropins = []fix.Dropin{
+			{Unit: u, Section: "Service", Key: "OOMScoreAdjust", Value: "-1000"},
+			{Unit: u, Section: "Service", Key: "Environment", Value: "PG_OOM_ADJUST_FILE=/proc/self/oom_score_adj PG_OOM_ADJUST_VALUE=0"},
+		}
+		return fx
+	}
+	fx.Manual = "The postmaster is not started by a systemd unit dbhost could find: in its start script, write -1000 to /proc/self/oom_score_adj before starting it and export PG_OOM_ADJUST_FILE=/proc/self/oom_score_adj and PG_OOM_ADJUST_VALUE=0, then restart it."
+	return fx
+}
+
+// ---- limits.tasks_max ----
+
+// tasksNeed estimates the tasks an instance runs at max_connections.
+func tasksNeed(in *facts.Instance) (uint64, string, []Evidence) {
+	switch in.Engine {
+	case engine.Postgres:
+		mc, ok := instUint(in, "max_connections", 100)
+		av, _ := instUint(in, "autovacuum_max_workers", 3)
+		wp, _ := instUint(in, "max_worker_processes", 8)
+		ws, _ := instUint(in, "max_wal_senders", 10)
+		n := mc + av + wp + ws + 10
+		return n, fmt.Sprintf("one process per connection plus auxiliary processes: max_connections + autovacuum_max_workers + max_worker_processes + max_wal_senders + about 10 = %d", n), []Evidence{instUintEv(in, "max_connections", ok, mc)}
+	case engine.MySQL:
+		if strings.Contains(strings.ToLower(in.SettingValue("thread_handling")), "pool") {
+			return 0, "", nil // a thread pool does not need a thread per connection
+		}
+		mc, ok := instUint(in, "max_connections", 151)
+		n := mc + 64
+		return n, fmt.Sprintf("one thread per connection plus about 64 background threads: %d", n), []Evidence{instUintEv(in, "max_connections", ok, mc)}
+	case engine.MongoDB:
+		mc, ok := instUint(in, "net.maxIncomingConnections", 0)
+		if !ok || mc == 0 {
+			return 0, "", nil // default: as many as the limits allow
+		}
+		n := mc + 100
+		return n, fmt.Sprintf("one thread per connection plus about 100 internal threads: %d", n), []Evidence{instUintEv(in, "net.maxIncomingConnections", ok, mc)}
+	}
+	return 0, "", nil
+}
+
+func checkTasksMax(f *facts.Facts) []Result {
+	var out []Result
+	kmax := kernelTasksMax(f)
+	for _, in := range f.Instances {
+		if in.Unit == nil || in.Unit.Masked {
+			continue
+		}
+		need, why, ev := tasksNeed(in)
+		if need == 0 {
+			continue
+		}
+		subj := in.Name()
+		s, ok := in.Unit.Effective("TasksMax")
+		if !ok {
+			continue
+		}
+		ev = append([]Evidence{Ev("TasksMax", s.Value, s.Source), Ev("unit", unitDesc(in.Unit), strings.Join(in.Unit.Files, ", "))}, ev...)
+		if in.Cgroup.PidsMax.OK() && in.Unit.How == "cgroup" {
+			ev = append(ev, EvReading("pids.max", in.Cgroup.PidsMax))
+		}
+		tm, ok := facts.ParseTasksMax(s.Value, kmax)
+		if !ok {
+			out = append(out, UnknownR(subj, fmt.Sprintf("cannot resolve TasksMax=%s (%s): a percentage needs kernel.pid_max and kernel.threads-max", s.Value, s.Source), ev...))
+			continue
+		}
+		if tm >= need {
+			out = append(out, PassR(subj, fmt.Sprintf("TasksMax=%s allows %s tasks; the server needs %s. %s", s.Value, host.FormatLimit(tm), why, unitHow(f, in.Unit)), ev...))
+			continue
+		}
+		want := limRoundUp(2*need, 1024)
+		out = append(out, FailR(subj, fmt.Sprintf("TasksMax=%s (%s) allows %d tasks in the unit's cgroup, but the server needs %s: past the limit fork()/pthread_create() fail and new connections are refused. %s", s.Value, s.Source, tm, why, unitHow(f, in.Unit)),
+			&fix.Fix{Summary: "Raise TasksMax of " + dropinUnit(in), Dropins: []fix.Dropin{{Unit: dropinUnit(in), Section: "Service", Key: "TasksMax", Value: strconv.FormatUint(want, 10)}}}, ev...))
+	}
+	return out
+}
+
+// kernelTasksMax is what systemd resolves TasksMax percentages against:
+// min(kernel.pid_max, kernel.threads-max).
+func kernelTasksMax(f *facts.Facts) uint64 {
+	pm, ok1 := f.SysctlReading("kernel.pid_max").Int()
+	tm, ok2 := f.SysctlReading("kernel.threads-max").Int()
+	switch {
+	case ok1 && ok2:
+		return uint64(min(pm, tm))
+	case ok1:
+		return uint64(pm)
+	case ok2:
+		return uint64(tm)
+	}
+	return 0
+}
+
+// ---- helpers of the host-limits domain ----
+
+// instUint reads an integer setting of an instance, or def when it is not
+// known; ok says whether the setting was known.
+func instUint(in *facts.Instance, name string, def uint64) (uint64, bool) {
+	v := strings.Trim(strings.TrimSpace(in.SettingValue(name)), `'"`)
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+		return n, true
+	}
+	return def, false
+}
+
+// instUintEv is the evidence for instUint's answer.
+func instUintEv(in *facts.Instance, name string, known bool, v uint64) Evidence {
+	if s, ok := in.Setting(name); ok && known {
+		return Ev(name, s.Value, s.Source)
+	}
+	return Ev(name, strconv.FormatUint(v, 10), "default (not found in the configuration)")
+}
+
+func limitEv(in *facts.Instance, item string, r host.Rlimit) Evidence {
+	return Ev(item+" (soft/hard)", host.FormatLimit(r.Soft)+" / "+host.FormatLimit(r.Hard), fmt.Sprintf("/proc/%d/limits", in.PID))
+}
+
+func limPidDesc(in *facts.Instance) string {
+	name := in.Flavor
+	if in.Version != "" {
+		name += " " + in.Version
+	}
+	return fmt.Sprintf("%s (pid %d, user %s)", hostOr(name, string(in.Engine)), in.PID, hostOr(in.User, strconv.Itoa(in.UID)))
+}
+
+// hostOr returns s, or def when s is empty.
+func hostOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func limRoundUp(n, unit uint64) uint64 { return (n + unit - 1) / unit * unit }
