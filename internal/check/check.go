@@ -91,6 +91,10 @@ type Result struct {
 	// where one is known; for Unknown, why it could not be judged.
 	Reason string
 	Fix    *fix.Fix
+	// Severity, when set, overrides the check's severity for this result:
+	// one practice can be advice in one case and an outage in another
+	// (huge_pages=on without the pages to restart is critical).
+	Severity Severity
 }
 
 // Check is one entry of the catalog.
@@ -198,6 +202,9 @@ func Run(f *facts.Facts, sel Selector, fc fix.Context) []Finding {
 		for _, r := range runOne(c, f) {
 			fd := Finding{ID: c.ID, Title: c.Title, Severity: c.Severity, Subject: r.Subject,
 				Status: r.Status, Evidence: r.Evidence, Reason: r.Reason, Refs: c.Refs}
+			if r.Severity != 0 {
+				fd.Severity = r.Severity
+			}
 			if fd.Evidence == nil {
 				fd.Evidence = []Evidence{}
 			}

@@ -205,3 +205,17 @@ func (h *Host) ProcStat(pid int) (procfs.ProcStat, error) {
 	}
 	return p.Stat()
 }
+
+// ProcMaps parses /proc/PID/maps with procfs: the process's mappings with
+// their address ranges, permissions and backing files (needs the same user
+// or root).
+func (h *Host) ProcMaps(pid int) ([]*procfs.ProcMap, error) {
+	if err := h.Touch(procPath(pid, "maps")); err != nil {
+		return nil, err
+	}
+	p, err := h.proc.Proc(pid)
+	if err != nil {
+		return nil, err
+	}
+	return p.ProcMaps()
+}

@@ -1,0 +1,781 @@
+package check
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/engine/mysql"
+	"github.com/dbhost/dbhost/internal/engine/postgres"
+	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/fix"
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+// pgLargeSharedBuffers is where huge_pages=off becomes worth a note: the
+// page tables of every backend mapping that much memory with 4 kB pages
+// cost real TLB misses (seed 000 benchmarked 64 GB).
+const pgLargeSharedBuffers = 8 * bGiB
+
+// hugeBench is the measured effect of huge pages for PostgreSQL (seed 000).
+const hugeBench = "Measured: PostgreSQL 11 on 28 cores / 256 GB with shared_buffers 64 GB (pgbench, 3 runs x 30 min, median): the gain from huge pages grows with the number of clients and the database size as long as the database fits in shared_buffers, and 1 GB pages beat 2 MB and 4 kB pages at high client counts."
+
+func init() {
+	Register(Check{
+		ID:        "mem.hugepages.postgres",
+		Title:     "PostgreSQL's huge_pages setting has the huge pages it needs",
+		Severity:  Warning,
+		AppliesTo: []string{"postgres"},
+		Doc: `For each PostgreSQL instance compares huge_pages (on, try, off) with the
+explicit huge page pool of the size it uses (huge_page_size, else the default
+Hugepagesize) and with the number of pages its shared memory needs:
+shared_memory_size_in_huge_pages where the server reports it (PostgreSQL 15+, the
+figure "postgres -C shared_memory_size_in_huge_pages" prints), else the size of the
+postmaster's main shared memory mapping in /proc/PID/maps rounded up to whole pages.
+Whether the running server really uses huge pages is read from its mappings (a
+hugetlb mapping) and HugetlbPages in /proc/PID/status.
+- huge_pages=on without enough free pages: the server will not start again after a
+  restart or reboot ("could not map anonymous shared memory"): critical.
+- huge_pages=try without enough pages: PostgreSQL silently falls back to 4 kB pages.
+- huge_pages=off with shared_buffers of 8 GB or more: advice (info).
+Measured effect (seed 000): PostgreSQL 11, 28 cores, 256 GB, shared_buffers 64 GB,
+pgbench 3 x 30 min, median: the gain from huge pages grows with client count and
+database size while the database fits in shared_buffers; 1 GB pages beat 2 MB at high
+client counts; past shared_buffers throughput drops sharply. THP was off throughout.
+The fix reserves the pages (vm.nr_hugepages, or the pool's nr_hugepages for a
+non-default size, plus hugepagesz=/hugepages= on the command line for 1 GB pages)
+with a 1 % margin and sets huge_pages=on.`,
+		Refs: []string{"https://www.postgresql.org/docs/current/kernel-resources.html#LINUX-HUGE-PAGES",
+			"https://www.postgresql.org/docs/current/runtime-config-resource.html#GUC-HUGE-PAGES",
+			"https://docs.kernel.org/admin-guide/mm/hugetlbpage.html"},
+		Run: checkHugePagesPostgres,
+	})
+	Register(Check{
+		ID:        "mem.hugepages.mysql",
+		Title:     "MySQL/MariaDB large_pages has the huge pages it needs",
+		Severity:  Warning,
+		AppliesTo: []string{"mysql"},
+		Doc: `For each MySQL/MariaDB instance with large_pages=ON: does the server really map
+its buffer pool with huge pages (a hugetlb mapping in /proc/PID/maps, HugetlbPages in
+status)? When the pool is too small InnoDB logs "Using conventional memory pool" and
+runs on 4 kB pages with no other sign. Needed: innodb_buffer_pool_size in huge pages
+plus 1 %. Current MySQL 8.0 and MariaDB 10.5+ allocate with mmap(MAP_HUGETLB), which
+needs only free pages; MySQL 5.7 and MariaDB up to 10.4 use shmget(SHM_HUGETLB),
+which also needs vm.hugetlb_shm_group or the memlock limit (see
+mem.hugepages.shm_group and mem.hugepages.memlock). Instances without large_pages
+pass.`,
+		Refs: []string{"https://dev.mysql.com/doc/refman/8.0/en/large-page-support.html",
+			"https://mariadb.com/kb/en/server-system-variables/#large_pages"},
+		Run: checkHugePagesMySQL,
+	})
+	Register(Check{
+		ID:        "mem.hugepages.memlock",
+		Title:     "The memlock limit allows System V huge page segments",
+		Severity:  Warning,
+		AppliesTo: []string{"mysql"},
+		Doc: `Applies to database processes that use System V shared memory with
+SHM_HUGETLB: an observed SysV segment backed by huge pages, or large_pages=ON on MySQL
+before 8.0 or MariaDB before 10.5. The kernel lets such a process create the segment
+only if it has CAP_IPC_LOCK, belongs to vm.hugetlb_shm_group, or (the obsolete
+fallback) its memlock limit covers the segment. dbhost compares the running
+process's "Max locked memory" with the segment size (the buffer pool) when its group
+is not vm.hugetlb_shm_group. mmap(MAP_HUGETLB) users (PostgreSQL, MySQL 8.0, MariaDB
+10.5+) are not subject to either and pass.`,
+		Refs: []string{"https://docs.kernel.org/admin-guide/mm/hugetlbpage.html",
+			"https://dev.mysql.com/doc/refman/5.7/en/large-page-support.html"},
+		Run: checkHugePagesMemlock,
+	})
+	Register(Check{
+		ID:        "mem.hugepages.shm_group",
+		Title:     "vm.hugetlb_shm_group admits the database's group",
+		Severity:  Warning,
+		AppliesTo: []string{"mysql"},
+		Doc: `Applies to the same System V SHM_HUGETLB users as mem.hugepages.memlock. The
+documented way to let mysqld create huge page segments is vm.hugetlb_shm_group set to
+its group ID; without it the kernel falls back to the memlock limit, logs that this is
+obsolete, and refuses the segment when the limit is short. The fix sets the
+parameter to the process's group.`,
+		Refs: []string{"https://docs.kernel.org/admin-guide/sysctl/vm.html#hugetlb-shm-group",
+			"https://dev.mysql.com/doc/refman/5.7/en/large-page-support.html"},
+		Run: checkHugePagesShmGroup,
+	})
+	Register(Check{
+		ID:        "mem.hugepages.unused",
+		Title:     "Reserved huge pages are used",
+		Severity:  Info,
+		AppliesTo: []string{"host"},
+		Doc: `Reads every huge page pool (/sys/kernel/mm/hugepages/*: nr, free, reserved,
+surplus) and reports reserved, used and free pages. Huge pages are taken out of
+general memory when they are reserved: pages that no process maps or has reserved
+are lost to the page cache, the buffer pools and everything else. More than 5 % of a
+pool (and at least 64 MiB) free and unclaimed fails; when a database wants huge pages
+but runs without them, the pages are not surplus, they are too few, and the finding
+says so instead of proposing to release them.`,
+		Refs: []string{"https://docs.kernel.org/admin-guide/mm/hugetlbpage.html"},
+		Run:  checkHugePagesUnused,
+	})
+	Register(Check{
+		ID:        "mem.shm_limits",
+		Title:     "kernel.shmmax and shmall fit the System V segments",
+		Severity:  Info,
+		AppliesTo: []string{"postgres", "mysql"},
+		Doc: `For each database process with System V shared memory segments (its
+/proc/PID/maps joined with /proc/sysvipc/shm for exact sizes): kernel.shmmax must be
+at least the largest segment, kernel.shmall (in pages) at least all segments of the
+host together, or the server cannot create them again at the next start. This matters
+for PostgreSQL before 9.3, whose whole shared memory is one System V segment, and for
+SysV huge page users; PostgreSQL 9.3+ keeps only a tiny SysV segment (an interlock)
+and maps the rest with mmap.`,
+		Refs: []string{"https://www.postgresql.org/docs/current/kernel-resources.html#SYSVIPC",
+			"https://docs.kernel.org/admin-guide/sysctl/kernel.html#shmmax"},
+		Run: checkShmLimits,
+	})
+}
+
+// ---- shared helpers ----
+
+// poolFor returns the pool of a page size (0: default) with its evidence.
+func poolFor(f *facts.Facts, sizeKB int) (facts.HugePagePool, Evidence, string) {
+	if f.Memory.HugePagesErr != "" {
+		return facts.HugePagePool{}, Ev("huge page pools", "unreadable: "+f.Memory.HugePagesErr, "/sys/kernel/mm/hugepages"), "cannot read the huge page pools: " + f.Memory.HugePagesErr
+	}
+	p, ok := f.Memory.Pool(sizeKB)
+	if !ok {
+		what := "the default size"
+		if sizeKB > 0 {
+			what = memPoolName(sizeKB)
+		}
+		return p, Ev("huge page pool", "none of "+what, "/sys/kernel/mm/hugepages"), "the kernel has no huge page pool of " + what
+	}
+	src := fmt.Sprintf("/sys/kernel/mm/hugepages/hugepages-%dkB", p.SizeKB)
+	if p.Err != "" {
+		return p, Ev("huge page pool "+memPoolName(p.SizeKB), "unreadable: "+p.Err, src), "cannot read the " + memPoolName(p.SizeKB) + " pool: " + p.Err
+	}
+	return p, Ev("huge page pool "+memPoolName(p.SizeKB), poolText(p), src), ""
+}
+
+func poolText(p facts.HugePagePool) string {
+	return fmt.Sprintf("%d reserved, %d free, %d promised to mappings, %d surplus, %d available", p.Total, p.Free, p.Reserved, p.Surplus, p.Available())
+}
+
+// poolFix sets a pool to total pages: vm.nr_hugepages for the default size,
+// the pool's own file otherwise (with the boot-time parameters, which 1 GiB
+// pages need because memory fragments after boot).
+func poolFix(f *facts.Facts, p facts.HugePagePool, total int64, summary string) *fix.Fix {
+	fx := &fix.Fix{Summary: summary}
+	v := strconv.FormatInt(total, 10)
+	if p.Default {
+		fx.Sysctl = []fix.KV{{Key: "vm.nr_hugepages", Value: v}}
+	} else {
+		fx.Sysfs = []fix.KV{{Key: fmt.Sprintf("/sys/kernel/mm/hugepages/hugepages-%dkB/nr_hugepages", p.SizeKB), Value: v}}
+		if p.SizeKB >= 1<<20 {
+			fx.Cmdline = []string{fmt.Sprintf("hugepagesz=%dG", p.SizeKB>>20), "hugepages=" + v}
+		}
+	}
+	return memHostOnly(f, fx)
+}
+
+// hugeMargin is the small reserve added to a page count.
+func hugeMargin(n int64) int64 { return max(1, (n+99)/100) }
+
+// hugeUser is an instance that wants huge pages but does not have them yet.
+// advised: it does not ask for them (huge_pages=off) but dbhost advises
+// them (large shared_buffers), so fixes size the pool for it too.
+type hugeUser struct {
+	in      *facts.Instance
+	poolKB  int
+	need    int64
+	advised bool
+}
+
+// pendingHugeUsers lists the instances that want huge pages of a pool but
+// run without them, with the pages each needs.
+func pendingHugeUsers(f *facts.Facts) []hugeUser {
+	var out []hugeUser
+	for _, in := range f.Instances {
+		if in.Mem.UsesHugetlb() {
+			continue
+		}
+		switch in.Engine {
+		case engine.Postgres:
+			mode, _ := pgHugeMode(in)
+			sb, _ := postgres.Bytes(in.Instance, "shared_buffers")
+			advised := mode == "off"
+			if advised && sb < pgLargeSharedBuffers {
+				continue
+			}
+			kb := pgPageKB(f, in)
+			if need, _, ok := pgHugeNeed(f, in, kb); ok {
+				out = append(out, hugeUser{in, kb, need, advised})
+			}
+		case engine.MySQL:
+			if on, _ := mysqlLargePages(in); !on {
+				continue
+			}
+			kb := f.Memory.DefaultHugePageKB()
+			if need, _, ok := mysqlNeed(in, kb); ok {
+				out = append(out, hugeUser{in, kb, need, false})
+			}
+		}
+	}
+	return out
+}
+
+// poolTarget is the nr_hugepages that leaves every pending user of the pool
+// its pages, with a margin; 0 when the pool already has enough. Every
+// finding proposes the same figure, so `dbhost fix` merges them cleanly.
+func poolTarget(f *facts.Facts, p facts.HugePagePool) int64 {
+	var need int64
+	for _, u := range pendingHugeUsers(f) {
+		if u.poolKB == p.SizeKB || (u.poolKB == 0 && p.Default) {
+			need += u.need
+		}
+	}
+	if need <= p.Available() {
+		return 0
+	}
+	return p.Total + need - p.Available() + hugeMargin(need)
+}
+
+// othersWaiting names the other instances a pool target also covers.
+func othersWaiting(f *facts.Facts, p facts.HugePagePool, self *facts.Instance) string {
+	var ws []string
+	for _, u := range pendingHugeUsers(f) {
+		if u.in != self && (u.poolKB == p.SizeKB || (u.poolKB == 0 && p.Default)) {
+			w := fmt.Sprintf("%s, which wants %d", u.in.Name(), u.need)
+			if u.advised {
+				w = fmt.Sprintf("%s, which needs %d once it follows dbhost's advice to use huge pages", u.in.Name(), u.need)
+			}
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) == 0 {
+		return ""
+	}
+	return " The page count in the fix also covers " + strings.Join(ws, " and ") + "."
+}
+
+// ---- mem.hugepages.postgres ----
+
+// pgHugeMode returns huge_pages normalised to on/off/try, with evidence.
+func pgHugeMode(in *facts.Instance) (string, Evidence) {
+	v, ev := memSettingEv(in, "huge_pages", "try")
+	v = strings.ToLower(strings.Trim(strings.TrimSpace(v), `'"`))
+	if v == "try" {
+		return v, ev
+	}
+	if on, ok := memOnOff(v); ok {
+		if on {
+			return "on", ev
+		}
+		return "off", ev
+	}
+	return v, ev
+}
+
+// pgPageKB is the huge page size PostgreSQL asks for: huge_page_size
+// (PostgreSQL 14+) or the default size.
+func pgPageKB(f *facts.Facts, in *facts.Instance) int {
+	if b, ok := postgres.Bytes(in.Instance, "huge_page_size"); ok && b > 0 {
+		return int(b >> 10)
+	}
+	return f.Memory.DefaultHugePageKB()
+}
+
+// pgHugeNeed returns how many pages of sizeKB PostgreSQL's shared memory needs,
+// and where that figure comes from.
+func pgHugeNeed(f *facts.Facts, in *facts.Instance, sizeKB int) (int64, Evidence, bool) {
+	if sizeKB <= 0 {
+		return 0, Evidence{}, false
+	}
+	page := uint64(sizeKB) << 10
+	if s, ok := in.Setting("shared_memory_size_in_huge_pages"); ok {
+		if n, err := strconv.ParseInt(strings.TrimSpace(s.Value), 10, 64); err == nil && n > 0 {
+			return n, Ev("shared_memory_size_in_huge_pages", s.Value, memOr(s.Source, in.SettingsSource)), true
+		}
+	}
+	if b, ok := postgres.Bytes(in.Instance, "shared_memory_size"); ok && b > 0 {
+		s, _ := in.Setting("shared_memory_size")
+		return int64(memCeilDiv(b, page)), Ev("shared_memory_size", s.Value+orUnit(s.Unit), memOr(s.Source, in.SettingsSource)), true
+	}
+	seg, ok := pgMainSegment(in)
+	if !ok {
+		return 0, Evidence{}, false
+	}
+	return int64(memCeilDiv(seg.Size, page)), Ev("postmaster shared memory mapping", fmt.Sprintf("%s %s (%s pages)", seg.Path, humanBytes(seg.Size), memPoolName(seg.PageSizeKB)), fmt.Sprintf("/proc/%d/maps", in.PID)), true
+}
+
+func orUnit(u string) string {
+	if u == "" {
+		return ""
+	}
+	return " (unit " + u + ")"
+}
+
+// pgMainSegment is the postmaster's main shared memory: its largest
+// anonymous shared or hugetlb mapping.
+func pgMainSegment(in *facts.Instance) (facts.Segment, bool) {
+	var best facts.Segment
+	found := false
+	for _, s := range in.Mem.Shared {
+		if (s.Kind == facts.SegAnon || s.Kind == facts.SegHugetlb || s.Kind == facts.SegSysV) && (!found || s.Size > best.Size) {
+			best, found = s, true
+		}
+	}
+	return best, found
+}
+
+func checkHugePagesPostgres(f *facts.Facts) []Result {
+	var out []Result
+	for _, in := range f.ByEngine(engine.Postgres) {
+		out = append(out, judgePGHuge(f, in))
+	}
+	return out
+}
+
+func judgePGHuge(f *facts.Facts, in *facts.Instance) Result {
+	subj := in.Name()
+	desc := memInstDesc(in)
+	mode, modeEv := pgHugeMode(in)
+	ev := []Evidence{modeEv}
+	sb, sbKnown := postgres.Bytes(in.Instance, "shared_buffers")
+	if s, ok := in.Setting("shared_buffers"); ok {
+		ev = append(ev, Ev("shared_buffers", s.Value+orUnit(s.Unit), memOr(s.Source, in.SettingsSource)))
+	}
+	kb := pgPageKB(f, in)
+	if s, ok := in.Setting("huge_page_size"); ok {
+		ev = append(ev, Ev("huge_page_size", s.Value+orUnit(s.Unit), memOr(s.Source, in.SettingsSource)))
+	}
+	if s, ok := in.Setting("huge_pages_status"); ok {
+		ev = append(ev, Ev("huge_pages_status", s.Value, memOr(s.Source, in.SettingsSource)))
+	}
+	using, useEv, useKnown := pgUsesHuge(in)
+	ev = append(ev, useEv...)
+	if mode != "on" && mode != "off" && mode != "try" {
+		return UnknownR(subj, fmt.Sprintf("%s has huge_pages = %q, which dbhost does not understand.", desc, mode), ev...)
+	}
+	pool, poolEv, poolWhy := poolFor(f, kb)
+	ev = append(ev, poolEv)
+	need, needEv, needKnown := pgHugeNeed(f, in, kb)
+	if needKnown {
+		ev = append(ev, needEv, Ev("huge pages needed", strconv.FormatInt(need, 10), "computed"))
+	}
+	if mode == "off" {
+		if !sbKnown || sb < pgLargeSharedBuffers {
+			return PassR(subj, fmt.Sprintf("%s has huge_pages = off with shared_buffers %s: below 8 GB the page-table and TLB savings of huge pages are small.", desc, humanBytes(sb)), ev...)
+		}
+		r := FailR(subj, fmt.Sprintf("%s has huge_pages = off with shared_buffers %s: every backend maps that memory with 4 kB pages, which costs page-table memory and TLB misses. %s", desc, humanBytes(sb), hugeBench),
+			pgHugeFix(f, in, pool, poolWhy, need, needKnown), ev...)
+		r.Severity = Info
+		return r
+	}
+	if !useKnown && poolWhy == "" && pool.Total == 0 && pool.Overcommit == 0 {
+		// An empty pool: whatever its mappings say, it cannot be using
+		// huge pages of this size.
+		useKnown = true
+	}
+	if !useKnown {
+		return UnknownR(subj, fmt.Sprintf("cannot tell whether %s uses huge pages: %s", desc, memOr(in.Mem.SharedErr, "no shared memory mapping found")), ev...)
+	}
+	if using {
+		reason := fmt.Sprintf("%s runs with huge pages (huge_pages = %s): its shared memory is mapped from the %s pool.", desc, mode, memPoolName(kb))
+		if _, ok := f.Persist.PersistedSysctl("vm.nr_hugepages"); !ok && pool.Default && pool.Total > 0 && f.Persist.SysctlErr == "" && len(f.Persist.Sysctl) > 0 {
+			reason += " Note: no sysctl.d file sets vm.nr_hugepages, so the pool is empty after a reboot."
+		}
+		return PassR(subj, reason, ev...)
+	}
+	if poolWhy != "" {
+		if strings.HasPrefix(poolWhy, "cannot read") {
+			return UnknownR(subj, poolWhy, ev...)
+		}
+		r := FailR(subj, fmt.Sprintf("%s has huge_pages = %s, but %s.", desc, mode, poolWhy),
+			&fix.Fix{Summary: "Use a huge page size the kernel offers", Config: []fix.ConfigChange{{Instance: subj, Engine: string(in.Engine), Key: "huge_page_size", Value: "0", Restart: true}}}, ev...)
+		if mode == "on" {
+			r.Severity = Critical
+		}
+		return r
+	}
+	if !needKnown {
+		return UnknownR(subj, fmt.Sprintf("%s runs without huge pages (huge_pages = %s), but dbhost cannot tell how many it would need, so it cannot judge the pool: %s", desc, mode, memOr(in.Mem.SharedErr, "no shared memory mapping found")), ev...)
+	}
+	avail := pool.Available()
+	enough := avail >= need
+	switch {
+	case mode == "try" && !enough:
+		return FailR(subj, fmt.Sprintf("%s has huge_pages = try, but the %s pool has %d pages available and its shared memory needs %d: PostgreSQL silently fell back to 4 kB pages. %s%s", desc, memPoolName(kb), avail, need, hugeBench, othersWaiting(f, pool, in)),
+			pgHugeFix(f, in, pool, "", need, true), ev...)
+	case mode == "try":
+		return FailR(subj, fmt.Sprintf("%s has huge_pages = try and runs without huge pages, although the %s pool now has %d pages available of the %d it needs (reserved after the server started): restart it with huge_pages = on to use them and to fail loudly if they are ever missing.", desc, memPoolName(kb), avail, need),
+			pgHugeFix(f, in, pool, "", need, true), ev...)
+	case !enough:
+		r := FailR(subj, fmt.Sprintf("%s has huge_pages = on but does not use huge pages (the setting changed after it started), and the %s pool has %d pages available of the %d it needs: the next restart or reboot fails with \"could not map anonymous shared memory\" and the server stays down.%s", desc, memPoolName(kb), avail, need, othersWaiting(f, pool, in)),
+			pgHugeFix(f, in, pool, "", need, true), ev...)
+		r.Severity = Critical
+		return r
+	}
+	return FailR(subj, fmt.Sprintf("%s has huge_pages = on but runs without huge pages (the setting changed after it started); the %s pool has the %d pages it needs, so a restart will use them.", desc, memPoolName(kb), need),
+		&fix.Fix{Summary: "Restart PostgreSQL to use huge pages", Manual: "Restart " + subj + " (a reload is not enough: shared memory is mapped at start)."}, ev...)
+}
+
+// pgUsesHuge reports whether the postmaster maps huge pages: PostgreSQL
+// 17's huge_pages_status when read live, else its mappings and status.
+func pgUsesHuge(in *facts.Instance) (bool, []Evidence, bool) {
+	var ev []Evidence
+	if seg, ok := in.Mem.Largest(facts.SegHugetlb); ok {
+		ev = append(ev, Ev("hugetlb mapping", fmt.Sprintf("%s %s", seg.Path, humanBytes(seg.Size)), fmt.Sprintf("/proc/%d/maps", in.PID)))
+	}
+	if in.Mem.HugetlbBytes > 0 {
+		ev = append(ev, Ev("HugetlbPages", humanBytes(in.Mem.HugetlbBytes), fmt.Sprintf("/proc/%d/status", in.PID)))
+	}
+	if in.Mem.UsesHugetlb() {
+		return true, ev, true
+	}
+	if s, ok := in.Setting("huge_pages_status"); ok && strings.EqualFold(s.Value, "on") {
+		return true, ev, true
+	}
+	if in.Mem.SharedErr != "" {
+		ev = append(ev, Ev("shared memory mappings", "unreadable: "+in.Mem.SharedErr, fmt.Sprintf("/proc/%d/maps", in.PID)))
+		return false, ev, false
+	}
+	if seg, ok := pgMainSegment(in); ok {
+		ev = append(ev, Ev("postmaster shared memory", fmt.Sprintf("%s %s in %s pages", seg.Path, humanBytes(seg.Size), memPoolName(seg.PageSizeKB)), fmt.Sprintf("/proc/%d/maps", in.PID)))
+	}
+	return false, ev, true
+}
+
+// pgHugeFix reserves the pages (when short) and sets huge_pages=on.
+func pgHugeFix(f *facts.Facts, in *facts.Instance, pool facts.HugePagePool, poolWhy string, need int64, needKnown bool) *fix.Fix {
+	fx := &fix.Fix{Summary: "Reserve huge pages for PostgreSQL and set huge_pages=on"}
+	if poolWhy == "" && needKnown {
+		target := poolTarget(f, pool)
+		if target > 0 {
+			pf := poolFix(f, pool, target, "")
+			fx.Sysctl, fx.Sysfs, fx.Cmdline, fx.HostOnly = pf.Sysctl, pf.Sysfs, pf.Cmdline, pf.HostOnly
+		}
+	}
+	fx.Config = []fix.ConfigChange{{Instance: in.Name(), Engine: string(in.Engine), Key: "huge_pages", Value: "on", Restart: true}}
+	return fx
+}
+
+// ---- mem.hugepages.mysql ----
+
+func mysqlLargePages(in *facts.Instance) (bool, Evidence) {
+	v, ev := memSettingEv(in, "large_pages", "OFF")
+	on, _ := memOnOff(v)
+	return on, ev
+}
+
+// mysqlNeed is the buffer pool in huge pages plus 1 %.
+func mysqlNeed(in *facts.Instance, kb int) (int64, Evidence, bool) {
+	b, ok := mysql.Bytes(in.Instance, "innodb_buffer_pool_size")
+	if !ok || kb <= 0 {
+		return 0, Evidence{}, false
+	}
+	s, _ := in.Setting("innodb_buffer_pool_size")
+	n := int64(memCeilDiv(b, uint64(kb)<<10))
+	return n + hugeMargin(n), Ev("innodb_buffer_pool_size", s.Value, memOr(s.Source, in.SettingsSource)), true
+}
+
+// mysqlUsesSysV: MySQL before 8.0 and MariaDB before 10.5 allocate large
+// pages with shmget(SHM_HUGETLB); later versions use mmap(MAP_HUGETLB).
+func mysqlUsesSysV(in *facts.Instance) bool {
+	if in.Version == "" {
+		return false
+	}
+	if mysql.IsMariaDB(in.Instance) {
+		return !engine.VersionAtLeast(in.Version, "10.5")
+	}
+	return !engine.VersionAtLeast(in.Version, "8.0")
+}
+
+func checkHugePagesMySQL(f *facts.Facts) []Result {
+	var out []Result
+	for _, in := range f.ByEngine(engine.MySQL) {
+		subj, desc := in.Name(), memInstDesc(in)
+		on, lpEv := mysqlLargePages(in)
+		ev := []Evidence{lpEv}
+		if !on {
+			out = append(out, PassR(subj, desc+" does not use large pages (large_pages is OFF): its buffer pool is ordinary memory, nothing to reserve.", ev...))
+			continue
+		}
+		kb := f.Memory.DefaultHugePageKB()
+		using, useEv, known := pgUsesHuge(in)
+		ev = append(ev, useEv...)
+		if using {
+			out = append(out, PassR(subj, fmt.Sprintf("%s has large_pages = ON and maps its buffer pool with huge pages.", desc), ev...))
+			continue
+		}
+		pool, poolEv, poolWhy := poolFor(f, 0)
+		if !known && !(poolWhy == "" && pool.Total == 0 && pool.Overcommit == 0) {
+			// Unreadable mappings, and a pool it could be using.
+			out = append(out, UnknownR(subj, "cannot tell whether "+desc+" maps huge pages: "+in.Mem.SharedErr, append(ev, poolEv)...))
+			continue
+		}
+		ev = append(ev, poolEv)
+		need, needEv, needOK := mysqlNeed(in, kb)
+		if needOK {
+			ev = append(ev, needEv, Ev("huge pages needed", strconv.FormatInt(need, 10), "buffer pool / page size + 1 %"))
+		}
+		if poolWhy != "" || !needOK {
+			out = append(out, UnknownR(subj, fmt.Sprintf("%s has large_pages = ON but runs without huge pages; dbhost cannot size the fix: %s", desc, memOr(poolWhy, "innodb_buffer_pool_size unknown")), ev...))
+			continue
+		}
+		reason := fmt.Sprintf("%s has large_pages = ON but its buffer pool is not in huge pages: InnoDB fell back to conventional memory (its log says \"Using conventional memory pool\") and runs on 4 kB pages without any other sign.", desc)
+		fx := &fix.Fix{Summary: "Reserve huge pages for the InnoDB buffer pool and restart"}
+		if avail := pool.Available(); avail < need {
+			reason += fmt.Sprintf(" The %s pool has %d pages available; the buffer pool needs %d.%s", memPoolName(pool.SizeKB), avail, need, othersWaiting(f, pool, in))
+			target := poolTarget(f, pool)
+			pf := poolFix(f, pool, target, "")
+			fx.Sysctl, fx.Sysfs, fx.Cmdline, fx.HostOnly = pf.Sysctl, pf.Sysfs, pf.Cmdline, pf.HostOnly
+		} else {
+			reason += fmt.Sprintf(" The %s pool now has the %d pages it needs (reserved after the server started).", memPoolName(pool.SizeKB), need)
+		}
+		if mysqlUsesSysV(in) {
+			reason += " This version allocates them with shmget(SHM_HUGETLB): see mem.hugepages.shm_group and mem.hugepages.memlock too."
+		}
+		fx.Manual = "Restart " + subj + " so InnoDB maps the buffer pool with huge pages."
+		out = append(out, FailR(subj, reason, fx, ev...))
+	}
+	return out
+}
+
+// ---- mem.hugepages.memlock / shm_group ----
+
+// sysvHugeUser describes an instance that creates SHM_HUGETLB segments: the
+// observed segment (if any) and the size it needs.
+type sysvHugeUser struct {
+	in   *facts.Instance
+	size uint64
+	how  string
+}
+
+// sysvHugeUsers lists instances that use System V huge page segments, and
+// the large-page instances that do not (mmap), for the pass reasons.
+func sysvHugeUsers(f *facts.Facts) (users []sysvHugeUser, mmapUsers []*facts.Instance) {
+	for _, in := range f.Instances {
+		var seg facts.Segment
+		found := false
+		for _, s := range in.Mem.Shared {
+			if s.Kind == facts.SegHugetlb && s.SysV != 0 && s.Size > seg.Size {
+				seg, found = s, true
+			}
+		}
+		if found {
+			users = append(users, sysvHugeUser{in, seg.Size, fmt.Sprintf("maps System V huge page segment %s (%s)", strings.TrimSuffix(seg.Path, " (deleted)"), humanBytes(seg.Size))})
+			continue
+		}
+		if in.Engine != engine.MySQL {
+			if in.Mem.UsesHugetlb() {
+				mmapUsers = append(mmapUsers, in)
+			}
+			continue
+		}
+		if on, _ := mysqlLargePages(in); !on {
+			continue
+		}
+		if mysqlUsesSysV(in) {
+			b, _ := mysql.Bytes(in.Instance, "innodb_buffer_pool_size")
+			users = append(users, sysvHugeUser{in, b, "has large_pages = ON and this version allocates them with shmget(SHM_HUGETLB)"})
+			continue
+		}
+		mmapUsers = append(mmapUsers, in)
+	}
+	return users, mmapUsers
+}
+
+func mmapPass(in *facts.Instance, what string) Result {
+	return PassR(in.Name(), memInstDesc(in)+" allocates huge pages with mmap(MAP_HUGETLB) (PostgreSQL, MySQL 8.0, MariaDB 10.5+), which "+what+" does not restrict: only System V SHM_HUGETLB segments are subject to it.")
+}
+
+func shmGroup(f *facts.Facts) (int64, Evidence, bool) {
+	return memSysctlInt(f, "vm.hugetlb_shm_group")
+}
+
+func checkHugePagesMemlock(f *facts.Facts) []Result {
+	users, mm := sysvHugeUsers(f)
+	var out []Result
+	for _, in := range mm {
+		out = append(out, mmapPass(in, "the memlock limit"))
+	}
+	for _, u := range users {
+		subj, desc := u.in.Name(), memInstDesc(u.in)
+		grp, grpEv, grpOK := shmGroup(f)
+		ev := []Evidence{grpEv, Ev("process group", strconv.Itoa(u.in.GID), fmt.Sprintf("/proc/%d/status", u.in.PID))}
+		if grpOK && grp != 0 && int(grp) == u.in.GID {
+			out = append(out, PassR(subj, fmt.Sprintf("%s %s; its group %d is vm.hugetlb_shm_group, so the kernel does not consult the memlock limit.", desc, u.how, u.in.GID), ev...))
+			continue
+		}
+		lim, ok := u.in.Limits[host.LimitMemlock]
+		if !ok {
+			out = append(out, UnknownR(subj, "cannot read the memlock limit of "+desc+": "+memOr(u.in.LimitsErr, "no \"Max locked memory\" line"), ev...))
+			continue
+		}
+		ev = append(ev, Ev("memlock (soft)", host.FormatLimit(lim.Soft), fmt.Sprintf("/proc/%d/limits", u.in.PID)))
+		if lim.Soft == host.Unlimited || (u.size > 0 && lim.Soft >= u.size) {
+			out = append(out, PassR(subj, fmt.Sprintf("%s %s; its memlock limit (%s) covers the segment (%s). (vm.hugetlb_shm_group is the cleaner way: see mem.hugepages.shm_group.)", desc, u.how, host.FormatLimit(lim.Soft), humanBytes(u.size)), ev...))
+			continue
+		}
+		fx := &fix.Fix{Summary: "Allow " + subj + " to lock its huge page segment"}
+		if u.in.User != "" && u.in.UID != 0 {
+			fx.Limits = []fix.LimitLine{{Domain: u.in.User, Type: "soft", Item: "memlock", Value: "unlimited"}, {Domain: u.in.User, Type: "hard", Item: "memlock", Value: "unlimited"}}
+		}
+		if unit := memUnit(u.in); unit != "" {
+			fx.Dropins = []fix.Dropin{{Unit: unit, Section: "Service", Key: "LimitMEMLOCK", Value: "infinity"}}
+		}
+		fx.Runtime = []string{fmt.Sprintf("prlimit --pid %d --memlock=unlimited:unlimited", u.in.PID)}
+		out = append(out, FailR(subj, fmt.Sprintf("%s %s, but its group %d is not vm.hugetlb_shm_group and its memlock limit (%s) is below the segment (%s): the kernel refuses shmget(SHM_HUGETLB) with EPERM and the server falls back to 4 kB pages (or fails to start).", desc, u.how, u.in.GID, host.FormatLimit(lim.Soft), humanBytes(u.size)), fx, ev...))
+	}
+	return out
+}
+
+// memUnit is the systemd unit for a drop-in, if the instance has one.
+func memUnit(in *facts.Instance) string {
+	if in.Unit != nil {
+		return in.Unit.Name
+	}
+	return ""
+}
+
+func checkHugePagesShmGroup(f *facts.Facts) []Result {
+	users, mm := sysvHugeUsers(f)
+	var out []Result
+	for _, in := range mm {
+		out = append(out, mmapPass(in, "vm.hugetlb_shm_group"))
+	}
+	for _, u := range users {
+		subj, desc := u.in.Name(), memInstDesc(u.in)
+		grp, grpEv, ok := shmGroup(f)
+		ev := []Evidence{grpEv, Ev("process group", strconv.Itoa(u.in.GID), fmt.Sprintf("/proc/%d/status", u.in.PID))}
+		if !ok {
+			out = append(out, UnknownR(subj, "cannot read vm.hugetlb_shm_group: "+strings.TrimPrefix(grpEv.Value, "unreadable: "), ev...))
+			continue
+		}
+		if grp != 0 && int(grp) == u.in.GID {
+			out = append(out, PassR(subj, fmt.Sprintf("%s %s; vm.hugetlb_shm_group is its group %d, which lets it create huge page segments.", desc, u.how, grp), ev...))
+			continue
+		}
+		out = append(out, FailR(subj, fmt.Sprintf("%s %s, but vm.hugetlb_shm_group is %d, not its group %d: the kernel then falls back to the obsolete memlock accounting (and logs that it is obsolete) or refuses the segment.", desc, u.how, grp, u.in.GID),
+			sysctlFix(f, "Let the database's group create huge page segments", "vm.hugetlb_shm_group", strconv.Itoa(u.in.GID)), ev...))
+	}
+	return out
+}
+
+// ---- mem.hugepages.unused ----
+
+func checkHugePagesUnused(f *facts.Facts) []Result {
+	m := f.Memory
+	if m.HugePagesErr != "" {
+		if strings.Contains(m.HugePagesErr, "not present") {
+			return []Result{PassR(SubjectHost, "The kernel has no explicit huge pages (no /sys/kernel/mm/hugepages): nothing reserved.")}
+		}
+		return []Result{UnknownR(SubjectHost, "cannot read the huge page pools: "+m.HugePagesErr)}
+	}
+	var ev []Evidence
+	var problems []string
+	pending := pendingHugeUsers(f)
+	fx := &fix.Fix{Summary: "Release huge pages nobody uses"}
+	total := int64(0)
+	for _, p := range m.HugePages {
+		src := fmt.Sprintf("/sys/kernel/mm/hugepages/hugepages-%dkB", p.SizeKB)
+		if p.Err != "" {
+			return []Result{UnknownR(SubjectHost, "cannot read the "+memPoolName(p.SizeKB)+" pool: "+p.Err, Ev("pool "+memPoolName(p.SizeKB), "unreadable: "+p.Err, src))}
+		}
+		ev = append(ev, Ev("pool "+memPoolName(p.SizeKB), fmt.Sprintf("%d reserved (%s), %d used, %d free, %d promised to mappings", p.Total, humanBytes(uint64(p.Total)*p.Bytes()), p.Used(), p.Free, p.Reserved), src))
+		total += p.Total
+		idle := p.Free - p.Reserved
+		if p.Total == 0 || idle*20 <= p.Total || uint64(idle)*p.Bytes() < 64*bMiB {
+			continue // within a 5 % margin, or less than 64 MiB
+		}
+		var waiting []string
+		for _, u := range pending {
+			if u.poolKB == p.SizeKB && !u.advised {
+				waiting = append(waiting, fmt.Sprintf("%s needs %d", u.in.Name(), u.need))
+			}
+		}
+		if len(waiting) > 0 {
+			problems = append(problems, fmt.Sprintf("%d of %d pages of %s (%s) are idle, but not because they are surplus: %s and runs without huge pages (too few pages, or reserved after it started; see its huge pages check)", idle, p.Total, memPoolName(p.SizeKB), humanBytes(uint64(idle)*p.Bytes()), strings.Join(waiting, ", ")))
+			fx.Manual = "Do not release these pages: give the waiting database enough pages and restart it (see mem.hugepages.postgres / mem.hugepages.mysql)."
+			continue
+		}
+		problems = append(problems, fmt.Sprintf("%d of %d pages of %s (%s) are neither mapped nor promised to any process: that memory is lost to the page cache, the buffer pools and everything else", idle, p.Total, memPoolName(p.SizeKB), humanBytes(uint64(idle)*p.Bytes())))
+		keep := p.Total - idle
+		if keep > 0 {
+			keep += hugeMargin(keep)
+		}
+		pf := poolFix(f, p, keep, "")
+		fx.Sysctl = append(fx.Sysctl, pf.Sysctl...)
+		fx.Sysfs = append(fx.Sysfs, pf.Sysfs...)
+		fx.HostOnly = pf.HostOnly
+	}
+	if len(problems) == 0 {
+		if total == 0 {
+			return []Result{PassR(SubjectHost, "No explicit huge pages are reserved.", ev...)}
+		}
+		return []Result{PassR(SubjectHost, "The reserved huge pages are mapped or promised to processes (at most a small margin is idle).", ev...)}
+	}
+	return []Result{FailR(SubjectHost, strings.Join(problems, "; ")+".", fx, ev...)}
+}
+
+// ---- mem.shm_limits ----
+
+func checkShmLimits(f *facts.Facts) []Result {
+	var out []Result
+	shmmax, maxEv, okMax := memSysctlUint(f, "kernel.shmmax")
+	shmall, allEv, okAll := memSysctlUint(f, "kernel.shmall")
+	var hostTotal uint64
+	for _, s := range f.Memory.SysV {
+		hostTotal += s.Size
+	}
+	for _, in := range f.Instances {
+		var largest facts.Segment
+		n := 0
+		for _, s := range in.Mem.Shared {
+			if s.SysV != 0 || strings.HasPrefix(s.Path, "/SYSV") {
+				n++
+				if s.Size > largest.Size {
+					largest = s
+				}
+			}
+		}
+		if n == 0 {
+			// PostgreSQL always keeps a System V segment; MySQL only with
+			// SysV large pages.
+			on, _ := mysqlLargePages(in)
+			sysvUser := in.Engine == engine.Postgres || (in.Engine == engine.MySQL && on && mysqlUsesSysV(in))
+			if in.Mem.SharedErr != "" && sysvUser {
+				out = append(out, UnknownR(in.Name(), "cannot read the shared memory mappings of "+memInstDesc(in)+": "+in.Mem.SharedErr))
+			}
+			continue
+		}
+		subj, desc := in.Name(), memInstDesc(in)
+		ev := []Evidence{maxEv, allEv, Ev("largest System V segment", fmt.Sprintf("%s %d bytes", strings.TrimSuffix(largest.Path, " (deleted)"), largest.Size), "/proc/sysvipc/shm"),
+			Ev("System V segments on the host", humanBytes(hostTotal), "/proc/sysvipc/shm")}
+		if !okMax || !okAll {
+			out = append(out, UnknownR(subj, "cannot read kernel.shmmax/shmall: "+memFirstUnreadable(ev[:2]), ev...))
+			continue
+		}
+		pageBytes := uint64(4096)
+		var problems []string
+		fx := &fix.Fix{Summary: "Restore the kernel's System V shared memory limits"}
+		if shmmax < largest.Size {
+			problems = append(problems, fmt.Sprintf("kernel.shmmax (%d bytes) is below its largest segment (%d bytes)", shmmax, largest.Size))
+			fx.Sysctl = append(fx.Sysctl, fix.KV{Key: "kernel.shmmax", Value: "18446744073692774399"})
+		}
+		if shmall < memCeilDiv(hostTotal, pageBytes) {
+			problems = append(problems, fmt.Sprintf("kernel.shmall (%d pages) is below the %d pages of System V memory on the host", shmall, memCeilDiv(hostTotal, pageBytes)))
+			fx.Sysctl = append(fx.Sysctl, fix.KV{Key: "kernel.shmall", Value: "18446744073692774399"})
+		}
+		if len(problems) == 0 {
+			what := "its System V segments"
+			if in.Engine == engine.Postgres && engine.VersionAtLeast(in.Version, "9.3") {
+				what = "its small System V interlock segment (PostgreSQL 9.3+ maps its shared memory with mmap)"
+			}
+			out = append(out, PassR(subj, fmt.Sprintf("kernel.shmmax (%d) and kernel.shmall (%d pages) leave room for %s: %s can create them again at its next start.", shmmax, shmall, what, desc), ev...))
+			continue
+		}
+		out = append(out, FailR(subj, fmt.Sprintf("%s: %s. The segments exist now, but at its next start shmget fails (EINVAL/ENOSPC) and the server does not start (\"could not create shared memory segment\"). The kernel's defaults (since 3.16) are effectively unlimited.", desc, strings.Join(problems, "; ")),
+			memHostOnly(f, fx), ev...))
+	}
+	return out
+}

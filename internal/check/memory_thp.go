@@ -1,0 +1,416 @@
+package check
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/fix"
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+func init() {
+	Register(Check{
+		ID:        "mem.thp.enabled",
+		Title:     "Transparent huge pages mode suits the databases' engines and versions",
+		Severity:  Warning,
+		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
+		Doc: `Reads /sys/kernel/mm/transparent_hugepage/enabled and judges it by every
+database instance on the host:
+- PostgreSQL, MySQL/MariaDB and MongoDB before 8.0 want "never": THP hands their
+  processes 2 MiB pages they did not ask for; the kernel stalls page faults to compact
+  memory, khugepaged collapses sparse regions into huge pages that inflate memory use,
+  and latency spikes follow.
+- MongoDB 8.0 and later (x86_64 and ARM64) want "always": its upgraded TCMalloc with
+  per-CPU caches is built for huge pages (MongoDB's "TCMalloc Performance
+  Optimization" page); on PPC64LE and s390x it keeps the legacy TCMalloc and wants
+  "never".
+- Redis wants anything but "always" (madvise or never): it warns at start-up that THP
+  causes latency and memory problems with fork/copy-on-write. Redis 7 with
+  disable-thp yes (the default) switches THP off for itself and tolerates "always".
+When the engines on one host disagree (MongoDB 8 with PostgreSQL), one finding explains
+the conflict instead of flagging both ways. The fix writes the mode now, persists it
+with a tmpfiles.d line and adds transparent_hugepage= to the kernel command line.`,
+		Refs: []string{"https://www.mongodb.com/docs/manual/administration/tcmalloc-performance/",
+			"https://www.mongodb.com/docs/v7.0/tutorial/transparent-huge-pages/",
+			"https://docs.kernel.org/admin-guide/mm/transhuge.html",
+			"https://redis.io/docs/latest/operate/oss_and_stack/management/admin/"},
+		Run: checkTHPEnabled,
+	})
+	Register(Check{
+		ID:        "mem.thp.defrag",
+		Title:     "THP defrag mode suits the databases",
+		Severity:  Warning,
+		AppliesTo: []string{"postgres", "mysql", "mongodb"},
+		Doc: `Reads /sys/kernel/mm/transparent_hugepage/defrag: whether a page fault that
+wants a huge page may stall to compact memory. PostgreSQL, MySQL and MongoDB before
+8.0 want "never" (so that a later change of "enabled" cannot bring back direct
+compaction stalls); MongoDB 8.0+ wants "defer+madvise" (compaction in the
+background, direct only where madvised). Redis sets no requirement here.`,
+		Refs: []string{"https://docs.kernel.org/admin-guide/mm/transhuge.html",
+			"https://www.mongodb.com/docs/manual/administration/tcmalloc-performance/"},
+		Run: checkTHPDefrag,
+	})
+	Register(Check{
+		ID:        "mem.thp.khugepaged",
+		Title:     "khugepaged does not bloat database memory",
+		Severity:  Warning,
+		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
+		Doc: `Reads /sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none: how many
+missing 4 kB pages khugepaged may fill with zeroes when it collapses a region into a
+huge page (default 511 of 512). MongoDB 8.0+ asks for 0, so that background collapsing
+never grows its memory. For the other engines it matters only when enabled is
+"always" (khugepaged then scans all their memory): 0 stops the bloat; "never" is the
+better fix (see mem.thp.enabled).`,
+		Refs: []string{"https://docs.kernel.org/admin-guide/mm/transhuge.html#khugepaged-controls",
+			"https://www.mongodb.com/docs/manual/administration/tcmalloc-performance/"},
+		Run: checkTHPKhugepaged,
+	})
+	Register(Check{
+		ID:        "mem.thp.persisted",
+		Title:     "The THP settings survive a reboot",
+		Severity:  Warning,
+		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
+		Doc: `Compares the running THP values (enabled, defrag, khugepaged defrag and
+max_ptes_none) with what the next boot will set: transparent_hugepage= on the kernel
+command line (running, and the GRUB configuration for the next boot), tmpfiles.d
+lines, enabled systemd units that write the files (disable-thp.service), an executable
+rc.local, and an active TuneD profile's [vm] transparent_hugepages (applied last).
+A value set only at runtime reverts to the kernel's default at the next boot (enabled:
+the kernel's build default, "always" on RHEL, "madvise" on Debian and Ubuntu; defrag
+"madvise"; max_ptes_none 511), and a boot setting that disagrees with the running value
+will change it. Either way the database restarts with a THP mode nobody checked.`,
+		Refs: []string{"https://docs.kernel.org/admin-guide/mm/transhuge.html#boot-parameters",
+			"https://www.freedesktop.org/software/systemd/man/latest/tmpfiles.d.html"},
+		Run: checkTHPPersisted,
+	})
+}
+
+// thpOrder lists values from most to least conservative: a fix picks the
+// first acceptable one.
+var thpOrder = map[string][]string{
+	"enabled": {"never", "madvise", "always"},
+	"defrag":  {"never", "madvise", "defer+madvise", "defer", "always"},
+}
+
+// thpNeed is what one instance wants from THP.
+type thpNeed struct {
+	in      *facts.Instance
+	enabled []string // acceptable values, nil: no requirement
+	defrag  []string
+	// ptesZero: max_ptes_none must be 0 (always, or only when enabled is
+	// "always": onlyIfAlways).
+	ptesZero     bool
+	onlyIfAlways bool
+	why          string
+	unknown      string
+}
+
+// legacyArch: MongoDB 8 keeps the legacy TCMalloc there.
+func mongoWantsTHP(f *facts.Facts, in *facts.Instance) bool {
+	arch := f.Manifest.Arch
+	return memVersionAtLeast(in, "8.0") && arch != "ppc64le" && arch != "s390x"
+}
+
+// redisDisablesTHP: Redis 7's disable-thp (default yes) turns THP off for
+// the server process with prctl(PR_SET_THP_DISABLE).
+func redisDisablesTHP(in *facts.Instance) bool {
+	v, set := in.Setting("disable-thp")
+	if set {
+		on, ok := memOnOff(v.Value)
+		return ok && on
+	}
+	return memVersionAtLeast(in, "7.0")
+}
+
+func thpNeeds(f *facts.Facts) []thpNeed {
+	var out []thpNeed
+	never := []string{"never"}
+	for _, in := range f.Instances {
+		n := thpNeed{in: in}
+		desc := memInstDesc(in)
+		switch in.Engine {
+		case engine.MongoDB:
+			switch {
+			case in.Version == "":
+				n.unknown = "the version of " + desc + " is unknown, and MongoDB 8.0 reversed its THP advice"
+			case mongoWantsTHP(f, in):
+				n.enabled, n.defrag, n.ptesZero = []string{"always"}, []string{"defer+madvise"}, true
+				n.why = desc + " wants THP (enabled always, defrag defer+madvise, max_ptes_none 0) for its upgraded TCMalloc with per-CPU caches"
+			default:
+				n.enabled, n.defrag, n.ptesZero, n.onlyIfAlways = never, never, true, true
+				n.why = desc + " wants THP off (MongoDB before 8.0, or the legacy TCMalloc on this architecture): its sparse memory access suffers from huge page compaction and bloat"
+			}
+		case engine.Postgres, engine.MySQL:
+			n.enabled, n.defrag, n.ptesZero, n.onlyIfAlways = never, never, true, true
+			n.why = desc + " wants THP off: it gets no benefit from transparent huge pages and suffers compaction stalls and memory bloat (use explicit huge pages instead)"
+		case engine.Redis:
+			n.enabled = []string{"madvise", "never"}
+			n.why = desc + " wants THP not \"always\": with fork/copy-on-write for persistence each touched 2 MiB page is copied whole, causing latency spikes and memory growth"
+			if redisDisablesTHP(in) {
+				n.enabled = append(n.enabled, "always")
+				n.why = desc + " switches THP off for itself (disable-thp), so any mode suits it"
+			} else {
+				n.ptesZero, n.onlyIfAlways = true, true
+			}
+		default:
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// thpVerdict intersects the acceptable values of one key.
+type thpVerdict struct {
+	ok       []string // acceptable to every instance; empty with conflict
+	conflict bool
+	reasons  []string
+	unknown  []string
+}
+
+func combineTHP(needs []thpNeed, get func(thpNeed) []string, order []string) (thpVerdict, bool) {
+	var v thpVerdict
+	any := false
+	ok := slices.Clone(order)
+	for _, n := range needs {
+		if n.unknown != "" {
+			v.unknown = append(v.unknown, n.unknown)
+			continue
+		}
+		acc := get(n)
+		if acc == nil {
+			continue
+		}
+		any = true
+		v.reasons = append(v.reasons, n.why)
+		ok = slices.DeleteFunc(ok, func(s string) bool { return !slices.Contains(acc, s) })
+	}
+	v.ok = ok
+	v.conflict = any && len(ok) == 0
+	return v, any || len(v.unknown) > 0
+}
+
+func thpEvidence(f *facts.Facts) []Evidence {
+	t := f.Memory.THP
+	return []Evidence{EvReading("transparent_hugepage/enabled", t.Enabled), EvReading("transparent_hugepage/defrag", t.Defrag)}
+}
+
+// thpFix writes a THP file now and at every boot (tmpfiles.d is rendered
+// from Sysfs); enabled also goes on the kernel command line.
+func thpFix(f *facts.Facts, key, value string) *fix.Fix {
+	fx := &fix.Fix{Summary: fmt.Sprintf("Set transparent_hugepage/%s to %s", key, value),
+		Sysfs: []fix.KV{{Key: facts.THPDir + "/" + key, Value: value}}}
+	if key == "enabled" {
+		fx.Cmdline = []string{"transparent_hugepage=" + value}
+	}
+	return memHostOnly(f, fx)
+}
+
+func judgeTHPKey(f *facts.Facts, key string, r host.Reading, get func(thpNeed) []string) []Result {
+	needs := thpNeeds(f)
+	v, applies := combineTHP(needs, get, thpOrder[key])
+	if !applies {
+		return nil
+	}
+	ev := []Evidence{EvReading("transparent_hugepage/"+key, r)}
+	if len(v.unknown) > 0 {
+		return []Result{UnknownR(SubjectHost, "cannot tell which THP "+key+" mode suits this host: "+strings.Join(v.unknown, "; "), ev...)}
+	}
+	who := strings.Join(v.reasons, "; ")
+	if v.conflict {
+		return []Result{FailR(SubjectHost, fmt.Sprintf("The databases on this host want incompatible THP %s modes, and THP is one setting for the whole kernel: %s. No single value suits them all.", key, who),
+			&fix.Fix{Summary: "Resolve the THP conflict between engines", Manual: "Run the engines that want THP (MongoDB 8.0+) and those that do not (PostgreSQL, MySQL, older MongoDB) on separate hosts or VMs; or decide which engine's performance matters more here and set " + key + " for it, accepting the other's penalty."}, ev...)}
+	}
+	if !r.OK() {
+		if memNotPresent(r) && slices.Contains(v.ok, "never") {
+			return []Result{PassR(SubjectHost, "The kernel has no transparent huge pages (no "+r.Source+"), which is what "+who+".", ev...)}
+		}
+		if memNotPresent(r) {
+			return []Result{FailR(SubjectHost, "The kernel has no transparent huge pages ("+r.Source+" is missing), but "+who+".",
+				&fix.Fix{Summary: "Use a kernel with THP", Manual: "Boot a kernel built with CONFIG_TRANSPARENT_HUGEPAGE."}, ev...)}
+		}
+		return []Result{UnknownR(SubjectHost, "cannot read the THP "+key+" setting: "+memReadingErr(r), ev...)}
+	}
+	cur := facts.Active(r)
+	if slices.Contains(v.ok, cur) {
+		return []Result{PassR(SubjectHost, fmt.Sprintf("THP %s is %q, acceptable to every database here: %s.", key, cur, who), ev...)}
+	}
+	// Name only the instances the current value does not suit.
+	var against []string
+	for _, n := range needs {
+		if acc := get(n); acc != nil && n.unknown == "" && !slices.Contains(acc, cur) {
+			against = append(against, n.why)
+		}
+	}
+	want := v.ok[0]
+	return []Result{FailR(SubjectHost, fmt.Sprintf("THP %s is %q, but %s. Set it to %q (databases started before the change keep the huge pages they already have until restarted).", key, cur, strings.Join(against, "; "), want),
+		thpFix(f, key, want), ev...)}
+}
+
+func checkTHPEnabled(f *facts.Facts) []Result {
+	return judgeTHPKey(f, "enabled", f.Memory.THP.Enabled, func(n thpNeed) []string { return n.enabled })
+}
+
+func checkTHPDefrag(f *facts.Facts) []Result {
+	return judgeTHPKey(f, "defrag", f.Memory.THP.Defrag, func(n thpNeed) []string { return n.defrag })
+}
+
+func checkTHPKhugepaged(f *facts.Facts) []Result {
+	needs := thpNeeds(f)
+	if len(needs) == 0 {
+		return nil
+	}
+	t := f.Memory.THP
+	ev := []Evidence{EvReading("khugepaged/max_ptes_none", t.MaxPtesNone), EvReading("transparent_hugepage/enabled", t.Enabled)}
+	var unknown []string
+	for _, n := range needs {
+		if n.unknown != "" {
+			unknown = append(unknown, n.unknown)
+		}
+	}
+	if len(unknown) > 0 {
+		return []Result{UnknownR(SubjectHost, "cannot tell what khugepaged should do here: "+strings.Join(unknown, "; "), ev...)}
+	}
+	if !t.MaxPtesNone.OK() && memNotPresent(t.MaxPtesNone) {
+		return []Result{PassR(SubjectHost, "The kernel has no transparent huge pages, so there is no khugepaged.", ev...)}
+	}
+	enabled := facts.Active(t.Enabled)
+	if !t.Enabled.OK() {
+		return []Result{UnknownR(SubjectHost, "cannot read the THP enabled setting: "+memReadingErr(t.Enabled), ev...)}
+	}
+	var who []string
+	for _, n := range needs {
+		if n.ptesZero && (!n.onlyIfAlways || enabled == "always") {
+			who = append(who, n.in.Name())
+		}
+	}
+	if len(who) == 0 {
+		if enabled == "never" {
+			return []Result{PassR(SubjectHost, "THP enabled is \"never\": khugepaged collapses nothing, so its max_ptes_none does not matter.", ev...)}
+		}
+		return []Result{PassR(SubjectHost, fmt.Sprintf("THP enabled is %q: khugepaged only collapses memory of processes that ask for huge pages (madvise), which the databases here do not, so its max_ptes_none does not matter to them.", enabled), ev...)}
+	}
+	v, ok := t.MaxPtesNone.Int()
+	if !ok {
+		return []Result{UnknownR(SubjectHost, "cannot read khugepaged max_ptes_none: "+memReadingErr(t.MaxPtesNone), ev...)}
+	}
+	if v == 0 {
+		return []Result{PassR(SubjectHost, fmt.Sprintf("khugepaged max_ptes_none is 0: khugepaged collapses only fully populated regions, so it never grows the memory of %s.", strings.Join(who, ", ")), ev...)}
+	}
+	reason := fmt.Sprintf("khugepaged max_ptes_none is %d: khugepaged may fill up to %d missing 4 kB pages with zeroes to build one 2 MiB page, so sparse memory of %s grows (RSS bloat) in the background.", v, v, strings.Join(who, ", "))
+	if enabled == "always" {
+		reason += " With enabled \"always\" it scans all of their memory."
+	}
+	return []Result{FailR(SubjectHost, reason, thpFix(f, "khugepaged/max_ptes_none", "0"), ev...)}
+}
+
+// thpDefaults are the kernel's values when nothing sets them; enabled's
+// depends on the kernel build (always or madvise).
+var thpDefaults = map[string]string{"defrag": "madvise", "khugepaged/defrag": "1", "khugepaged/max_ptes_none": "511"}
+
+func checkTHPPersisted(f *facts.Facts) []Result {
+	needs := thpNeeds(f)
+	if len(needs) == 0 {
+		return nil
+	}
+	t := f.Memory.THP
+	keys := []struct {
+		key string
+		r   host.Reading
+	}{{"enabled", t.Enabled}, {"defrag", t.Defrag}, {"khugepaged/defrag", t.KhugepagedDefrag}, {"khugepaged/max_ptes_none", t.MaxPtesNone}}
+	if !t.Enabled.OK() {
+		if memNotPresent(t.Enabled) {
+			return []Result{PassR(SubjectHost, "The kernel has no transparent huge pages: nothing to persist.", EvReading("transparent_hugepage/enabled", t.Enabled))}
+		}
+		return []Result{UnknownR(SubjectHost, "cannot read the THP enabled setting: "+memReadingErr(t.Enabled), EvReading("transparent_hugepage/enabled", t.Enabled))}
+	}
+	wanted := map[string]string{}
+	if v, _ := combineTHP(needs, func(n thpNeed) []string { return n.enabled }, thpOrder["enabled"]); len(v.ok) > 0 && !v.conflict && len(v.unknown) == 0 {
+		wanted["enabled"] = v.ok[0]
+	}
+	if v, _ := combineTHP(needs, func(n thpNeed) []string { return n.defrag }, thpOrder["defrag"]); len(v.ok) > 0 && !v.conflict && len(v.unknown) == 0 && v.reasons != nil {
+		wanted["defrag"] = v.ok[0]
+	}
+	var ev []Evidence
+	var problems, fine []string
+	fx := &fix.Fix{Summary: "Persist the THP settings"}
+	var manual []string
+	for _, k := range keys {
+		ev = append(ev, EvReading("transparent_hugepage/"+k.key, k.r))
+		if !k.r.OK() {
+			continue
+		}
+		run := facts.Active(k.r)
+		boot, all, found := t.BootValue(k.key)
+		for _, p := range all {
+			ev = append(ev, Ev("boot: "+k.key, p.Value, thpWhere(p)))
+		}
+		if k.key == "enabled" && f.Tuned.Active != "" {
+			if p, ok := f.Tuned.VM["transparent_hugepages"]; ok {
+				p.Key = "enabled"
+				boot, found = p, true
+				ev = append(ev, Ev("boot: enabled (TuneD profile "+f.Tuned.Active+")", p.Value, thpWhere(p)))
+			}
+		}
+		// The value to persist: the one the engines agree on, else the
+		// running one.
+		keep := run
+		if w, ok := wanted[k.key]; ok {
+			keep = w
+		}
+		switch {
+		case found && boot.Value == run:
+			fine = append(fine, fmt.Sprintf("%s %q is set at boot by %s", k.key, run, thpWhere(boot)))
+			continue
+		case found:
+			problems = append(problems, fmt.Sprintf("%s is %q now, but the next boot sets %q (%s)", k.key, run, boot.Value, thpWhere(boot)))
+			if !strings.HasPrefix(boot.File, "/etc/tmpfiles.d/60-dbhost") {
+				manual = append(manual, fmt.Sprintf("remove or change the %s setting in %s", k.key, thpWhere(boot)))
+			}
+		default:
+			def, known := thpDefaults[k.key]
+			if known && def == run {
+				continue // the kernel's default: nothing to persist
+			}
+			if !known && run != "never" {
+				// enabled "always"/"madvise" is presumably the build default.
+				continue
+			}
+			problems = append(problems, fmt.Sprintf("%s is %q at runtime only: nothing sets it at boot, so it reverts to the kernel's default (%s) after a reboot", k.key, run, thpOrDefault(def, "always or madvise, by kernel build")))
+		}
+		fx.Sysfs = append(fx.Sysfs, fix.KV{Key: facts.THPDir + "/" + k.key, Value: keep})
+		if k.key == "enabled" {
+			fx.Cmdline = []string{"transparent_hugepage=" + keep}
+		}
+	}
+	if len(problems) == 0 {
+		reason := "The running THP values are what the next boot sets"
+		if len(fine) > 0 {
+			reason += ": " + strings.Join(fine, "; ")
+		} else {
+			reason += " (the kernel's defaults; nothing changes them at runtime)"
+		}
+		return []Result{PassR(SubjectHost, reason+".", ev...)}
+	}
+	if len(manual) > 0 {
+		fx.Manual = "Also " + strings.Join(manual, "; ") + ": it runs after tmpfiles.d and would override the fix."
+	}
+	return []Result{FailR(SubjectHost, strings.Join(problems, "; ")+". The databases would come back after a reboot with a THP mode nobody checked.", memHostOnly(f, fx), ev...)}
+}
+
+func thpWhere(p facts.Persisted) string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d", p.File, p.Line)
+	}
+	return p.File
+}
+
+func thpOrDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
