@@ -62,9 +62,9 @@ func TestNotASnapshot(t *testing.T) {
 	}
 }
 
-// An archive with a manifest and nothing else: every check is unknown, so
-// nothing could be judged and the exit status is 2.
-func TestNothingJudgedExits2(t *testing.T) {
+// An archive with a manifest and nothing else observed nothing: it is
+// refused with a clear error and exit status 2.
+func TestEmptySnapshotRefused(t *testing.T) {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
@@ -75,20 +75,23 @@ func TestNothingJudgedExits2(t *testing.T) {
 	gz.Close()
 	file := filepath.Join(t.TempDir(), "empty.tar.gz")
 	os.WriteFile(file, buf.Bytes(), 0o600)
-	code, out, stderr := runCLI(t, "audit", "--from", file, "--format", "json")
-	if code != ExitError {
+	code, _, stderr := runCLI(t, "audit", "--from", file, "--format", "json")
+	if code != ExitError || !strings.Contains(stderr, "holds no observations") {
 		t.Errorf("exit %d, want 2; stderr %s", code, stderr)
 	}
-	var doc struct {
-		Findings []check.Finding `json:"findings"`
+}
+
+func TestExitStatusNothingJudged(t *testing.T) {
+	unknown := []check.Finding{{ID: "a", Status: check.Unknown}, {ID: "b", Status: check.Unknown}}
+	if got := exitStatus(unknown, check.Warning); got != ExitError {
+		t.Errorf("all unknown: %d, want 2", got)
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatalf("output is not JSON: %v", err)
+	mixed := append(unknown, check.Finding{ID: "c", Status: check.Fail, Severity: check.Info})
+	if got := exitStatus(mixed, check.Warning); got != ExitOK {
+		t.Errorf("info failure under --fail-on warning: %d, want 0", got)
 	}
-	for _, f := range doc.Findings {
-		if f.Status != check.Unknown || f.Reason == "" {
-			t.Errorf("%s on an empty snapshot: %s %q", f.ID, f.Status, f.Reason)
-		}
+	if got := exitStatus(mixed, check.Info); got != ExitFindings {
+		t.Errorf("info failure under --fail-on info: %d, want 1", got)
 	}
 }
 

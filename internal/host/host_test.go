@@ -176,7 +176,7 @@ func TestOpenSnapshotRejectsBadArchives(t *testing.T) {
 		}
 	}
 	// Symbolic links are dropped, never followed out of the snapshot.
-	h, err := OpenSnapshot(write("f", tarGz(map[string]string{"manifest.json": manifest}, true)))
+	h, err := OpenSnapshot(write("f", tarGz(map[string]string{"manifest.json": manifest, "probes.json": `{"readdir:proc":{"out":"MQ=="}}`}, true)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -215,6 +215,11 @@ func (h *Host) unpack(r io.Reader) error {
 	if !sawManifest {
 		return errors.New("no manifest.json")
 	}
+	// Every collection reads the process table; an archive without it
+	// observed nothing, and judging it would mistake absence for evidence.
+	if _, ok := h.snap.probes["readdir:proc"]; !ok {
+		return errors.New("it holds no observations of a host (no process table)")
+	}
 	return nil
 }
 
