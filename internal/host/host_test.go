@@ -45,6 +45,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Reads of every kind, including ones that fail.
+	if _, err := h.PIDs(); err != nil {
+		t.Fatal(err)
+	}
 	sw, _ := h.Sysctl("vm.swappiness")
 	pr, _ := h.Sysctl("net.ipv4.ip_local_port_range")
 	cnf, _ := h.ReadConfig("/etc/mysql/my.cnf")
