@@ -297,7 +297,14 @@ func MariaDB(t testing.TB, o Options) *Server {
 	dir := privateDir(t, "mariadb", uid, gid)
 	s := &Server{Engine: "mysql", Dir: dir, DataDir: filepath.Join(dir, "data"), Socket: filepath.Join(dir, "mysqld.sock"),
 		Port: FreePort(t), User: "mysql", logFile: filepath.Join(dir, "server.log")}
-	run(t, uid, gid, install, "--no-defaults", "--datadir="+s.DataDir, "--auth-root-authentication-method=socket", "--skip-test-db")
+	// A private tmpdir: concurrent bootstraps sharing /tmp trip over each
+	// other's temporary tables.
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(tmp, uid, gid)
+	run(t, uid, gid, install, "--no-defaults", "--datadir="+s.DataDir, "--auth-root-authentication-method=socket", "--skip-test-db", "--tmpdir="+tmp)
 	first := "--no-defaults"
 	if o.DefaultsFile != "" {
 		first = "--defaults-file=" + o.DefaultsFile
@@ -305,6 +312,9 @@ func MariaDB(t testing.TB, o Options) *Server {
 	args := []string{first, "--datadir=" + s.DataDir, "--socket=" + s.Socket, "--port=" + strconv.Itoa(s.Port),
 		"--bind-address=127.0.0.1", "--pid-file=" + filepath.Join(dir, "mysqld.pid"), "--log-error=" + s.logFile,
 		"--innodb-buffer-pool-size=32M", "--skip-log-bin", "--innodb-log-file-size=16M"}
+	if _, set := o.Settings["tmpdir"]; !set {
+		args = append(args, "--tmpdir="+tmp)
+	}
 	keys := make([]string, 0, len(o.Settings))
 	for k := range o.Settings {
 		keys = append(keys, k)

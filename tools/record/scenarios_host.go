@@ -97,13 +97,16 @@ func init() {
 	})
 	register(Scenario{
 		Name: "net-ports",
-		Note: "private PostgreSQL on a port from the ephemeral range, reserved in net.ipv4.ip_local_reserved_ports; net.ipv4.ip_local_port_range narrowed to 40000 44999",
+		Note: "private PostgreSQL on a port from the ephemeral range, reserved in net.ipv4.ip_local_reserved_ports; net.ipv4.ip_local_port_range narrowed to 5000 ports that still hold it",
 		Setup: func(r *Run) error {
 			s := r.Postgres(testdb.Options{})
 			if err := r.Sysctl("net.ipv4.ip_local_reserved_ports", strconv.Itoa(s.Port)); err != nil {
 				return err
 			}
-			return r.Sysctl("net.ipv4.ip_local_port_range", "40000 44999")
+			// The free port came from the default range (32768-60999); the
+			// narrowed range must still contain it for "reserved" to matter.
+			lo := s.Port - 2500
+			return r.Sysctl("net.ipv4.ip_local_port_range", fmt.Sprintf("%d %d", lo, lo+4999))
 		},
 	})
 	register(Scenario{
