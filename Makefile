@@ -3,7 +3,7 @@
 GO      ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
-STATICCHECK_VERSION ?= 2025.1.1
+STATICCHECK_VERSION ?= v0.7.0
 
 .PHONY: build test test-unit deps vet fmt-check lint bench fuzz fixtures docs clean
 

@@ -18,18 +18,6 @@ func sysctlFix(f *facts.Facts, summary string, kv ...string) *fix.Fix {
 	return fx
 }
 
-// engines lists the distinct engines running, as display names.
-func engines(f *facts.Facts) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, in := range f.Instances {
-		if !seen[string(in.Engine)] {
-			seen[string(in.Engine)] = true
-			out = append(out, string(in.Engine))
-		}
-	}
-	return out
-}
 
 // humanBytes prints a byte count in binary units.
 func humanBytes(b uint64) string {

@@ -116,13 +116,6 @@ func (c commitState) strictFix(f *facts.Facts, need uint64) *fix.Fix {
 	return memHostOnly(f, fx)
 }
 
-// limitIn2 is the CommitLimit mode 2 would give with the current settings.
-func (c commitState) limitIn2() uint64 {
-	if c.kbytes > 0 {
-		return uint64(c.kbytes)*bKiB + c.swap
-	}
-	return (c.ram-min(c.ram, c.hugetlb))*uint64(c.ratio)/100 + c.swap
-}
 
 func checkOvercommit(f *facts.Facts) []Result {
 	pgs, rds := f.ByEngine(engine.Postgres), f.ByEngine(engine.Redis)

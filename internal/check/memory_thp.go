@@ -193,10 +193,6 @@ func combineTHP(needs []thpNeed, get func(thpNeed) []string, order []string) (th
 	return v, any || len(v.unknown) > 0
 }
 
-func thpEvidence(f *facts.Facts) []Evidence {
-	t := f.Memory.THP
-	return []Evidence{EvReading("transparent_hugepage/enabled", t.Enabled), EvReading("transparent_hugepage/defrag", t.Defrag)}
-}
 
 // thpFix writes a THP file now and at every boot (tmpfiles.d is rendered
 // from Sysfs); enabled also goes on the kernel command line.

@@ -740,10 +740,9 @@ func wildcardHost(h string) bool {
 // galeraPorts are the node's group communication, IST and SST ports and
 // the address group communication listens on.
 type galeraPorts struct {
-	gcommHost          string
-	gcomm, ist, sst    int
-	listenAddrSet      bool
-	providerOptsSource string
+	gcommHost       string
+	gcomm, ist, sst int
+	listenAddrSet   bool
 }
 
 func readGaleraPorts(in *facts.Instance) galeraPorts {

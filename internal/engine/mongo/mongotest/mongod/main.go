@@ -98,7 +98,7 @@ func main() {
 	for _, a := range addresses(c) {
 		ln, err := listen(a, c.port, c.backlog)
 		if err != nil {
-			fail(fmt.Errorf("Failed to set up listener: %s:%d: %v", a, c.port, err))
+			fail(fmt.Errorf("failed to set up listener: %s:%d: %v", a, c.port, err))
 		}
 		lns = append(lns, ln)
 	}
