@@ -60,7 +60,7 @@ func TestReadTableSkipsVanishedProcesses(t *testing.T) {
 // between the table read and its inspection does.
 type vanishing struct{}
 
-func (vanishing) Engine() Engine                { return "test" }
+func (vanishing) Engine() Engine                 { return "test" }
 func (vanishing) Match(p Process, _ *Table) bool { return p.Comm == "vanish" || p.Comm == "stays" }
 func (vanishing) Inspect(_ context.Context, h *host.Host, p Process, _ *Table, _ Options) (*Instance, error) {
 	if _, err := h.Cmdline(p.PID); err != nil && p.Comm == "vanish" {
