@@ -13,9 +13,9 @@ import (
 	"github.com/dbhost/dbhost/internal/testdb"
 )
 
-// liveNofile audits this host live and returns limits.nofile for the
+// liveFinding audits this host live and returns check id's finding for the
 // instance whose main process is pid.
-func liveNofile(t *testing.T, pid int) check.Finding {
+func liveFinding(t *testing.T, id string, pid int) check.Finding {
 	t.Helper()
 	h, err := host.Open("/")
 	if err != nil {
@@ -26,12 +26,12 @@ func liveNofile(t *testing.T, pid int) check.Finding {
 		if in.PID != pid {
 			continue
 		}
-		for _, fd := range check.Run(f, check.Selector{Only: []string{"limits.nofile"}}, fix.ContextFrom(f)) {
+		for _, fd := range check.Run(f, check.Selector{Only: []string{id}}, fix.ContextFrom(f)) {
 			if fd.Subject == in.Name() {
 				return fd
 			}
 		}
-		t.Fatalf("no limits.nofile finding for %s", in.Name())
+		t.Fatalf("no %s finding for %s", id, in.Name())
 	}
 	t.Fatalf("the private server (pid %d) was not discovered", pid)
 	return check.Finding{}
@@ -44,7 +44,7 @@ func TestLimitsNofileLive1024(t *testing.T) {
 		t.Skip("integration test: starts PostgreSQL")
 	}
 	s := testdb.Postgres(t, testdb.Options{Nofile: 1024})
-	fd := liveNofile(t, s.PID)
+	fd := liveFinding(t, "limits.nofile", s.PID)
 	if fd.Status != check.Fail {
 		t.Fatalf("nofile 1024: %s: %s", fd.Status, fd.Reason)
 	}
@@ -72,7 +72,7 @@ func TestLimitsNofileLive65536(t *testing.T) {
 		t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_NOFILE, &old) })
 	}
 	s := testdb.Postgres(t, testdb.Options{Nofile: 65536})
-	fd := liveNofile(t, s.PID)
+	fd := liveFinding(t, "limits.nofile", s.PID)
 	if fd.Status != check.Pass {
 		t.Fatalf("nofile 65536: %s: %s", fd.Status, fd.Reason)
 	}

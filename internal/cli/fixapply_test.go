@@ -2,15 +2,12 @@ package cli
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
 
@@ -29,26 +26,7 @@ func liveFindings(t *testing.T) []check.Finding {
 // block queue attributes), audits again and expects each of those findings
 // to pass. Everything is restored afterwards, also on Ctrl-C.
 func TestRuntimeFixesMakeFindingsPass(t *testing.T) {
-	if testing.Short() {
-		t.Skip("changes kernel settings")
-	}
-	testdb.Need(t, "root (changes kernel settings)", os.Geteuid() == 0)
-	unlock, err := journal.Lock(journal.HostLock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unlock()
-	j, err := journal.Open(filepath.Join(t.TempDir(), "journal"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := j.RestoreOnSignal()
-	defer stop()
-	defer func() {
-		if err := j.Restore(); err != nil {
-			t.Errorf("restore: %v", err)
-		}
-	}()
+	j := testdb.Journal(t)
 
 	before := liveFindings(t)
 	applied := map[string]bool{}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"path"
 	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/unitfile"
 )
 
 // Persist is what the host will apply at the next boot: sysctl.d files,
@@ -155,39 +155,14 @@ func gatherPersist(_ context.Context, h *host.Host, f *Facts) {
 }
 
 // confFiles lists files with a suffix across directories in the
-// systemd/udev way: sorted by file name, a name in an earlier directory
-// hiding the same name in later ones. It returns the first error other than
-// a missing directory.
+// systemd/udev way (unitfile.ConfFiles) and explains the first error other
+// than a missing directory.
 func confFiles(h *host.Host, dirs []string, suffix string) ([]string, string) {
-	byBase := map[string]string{}
-	errMsg := ""
-	for _, d := range dirs {
-		ents, err := h.ReadDir(d)
-		if err != nil {
-			if !host.IsNotExist(err) && errMsg == "" {
-				errMsg = host.Explain(err)
-			}
-			continue
-		}
-		for _, e := range ents {
-			if !strings.HasSuffix(e, suffix) {
-				continue
-			}
-			if _, seen := byBase[e]; !seen {
-				byBase[e] = path.Join(d, e)
-			}
-		}
+	files, err := unitfile.ConfFiles(h, dirs, suffix)
+	if err != nil {
+		return files, host.Explain(err)
 	}
-	bases := make([]string, 0, len(byBase))
-	for b := range byBase {
-		bases = append(bases, b)
-	}
-	sort.Strings(bases)
-	out := make([]string, 0, len(bases))
-	for _, b := range bases {
-		out = append(out, byBase[b])
-	}
-	return out, errMsg
+	return files, ""
 }
 
 // limitsFiles is pam_limits' order: limits.conf, then limits.d/*.conf in

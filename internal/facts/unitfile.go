@@ -3,37 +3,16 @@ package facts
 import (
 	"fmt"
 	"math"
-	"path"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/unitfile"
 )
 
-// This file reads systemd unit files and their drop-ins from disk, the way
-// systemd itself would load them, without asking systemd (PID 1 may not be
-// systemd, and D-Bus may be absent). Only the [Service] and [Manager]
-// settings dbhost judges are kept.
-
-// unitDirs is systemd's unit search path for the system manager, highest
-// priority first. A unit file in an earlier directory hides one of the same
-// name in a later directory; drop-ins of the same file name likewise.
-var unitDirs = []string{
-	"/etc/systemd/system.control",
-	"/run/systemd/system.control",
-	"/run/systemd/transient",
-	"/run/systemd/generator.early",
-	"/etc/systemd/system",
-	"/etc/systemd/system.attached",
-	"/run/systemd/system",
-	"/run/systemd/system.attached",
-	"/run/systemd/generator",
-	"/usr/local/lib/systemd/system",
-	"/usr/lib/systemd/system",
-	"/lib/systemd/system",
-	"/run/systemd/generator.late",
-}
+// This file loads a service's systemd unit as internal/unitfile finds and
+// parses it. Only the [Service] and [Manager] settings dbhost judges are
+// kept.
 
 // managerConfDirs hold drop-ins for /etc/systemd/system.conf.
 var managerConfDirs = []string{
@@ -57,67 +36,10 @@ var managerKeys = map[string]bool{
 	"DefaultLimitCORE": true, "DefaultTasksMax": true, "DefaultMemoryAccounting": true,
 }
 
-// unitAssignment is one Key=Value line of a unit file.
-type unitAssignment struct {
-	Section string
-	Key     string
-	Value   string
-	Line    int
-}
-
-// parseUnitFile parses systemd's ini dialect: [Section] headers, Key=Value
-// assignments, comments starting with # or ;, and lines continued with a
-// trailing backslash (comment lines inside a continuation are skipped, as
-// systemd does). Malformed lines are ignored, as systemd ignores them with a
-// warning.
-func parseUnitFile(b []byte) []unitAssignment {
-	var out []unitAssignment
-	section := ""
-	lines := strings.Split(string(b), "\n")
-	for i := 0; i < len(lines); i++ {
-		start := i + 1
-		ln := strings.TrimSpace(strings.TrimSuffix(lines[i], "\r"))
-		if ln == "" || ln[0] == '#' || ln[0] == ';' {
-			continue
-		}
-		if ln[0] == '[' {
-			if end := strings.IndexByte(ln, ']'); end > 0 {
-				section = ln[1:end]
-			}
-			continue
-		}
-		// Join continuation lines.
-		for strings.HasSuffix(ln, "\\") && i+1 < len(lines) {
-			ln = strings.TrimSuffix(ln, "\\") + " "
-			i++
-			next := strings.TrimSpace(strings.TrimSuffix(lines[i], "\r"))
-			for (strings.HasPrefix(next, "#") || strings.HasPrefix(next, ";")) && i+1 < len(lines) {
-				i++
-				next = strings.TrimSpace(strings.TrimSuffix(lines[i], "\r"))
-			}
-			if strings.HasPrefix(next, "#") || strings.HasPrefix(next, ";") {
-				next = ""
-			}
-			ln += next
-		}
-		ln = strings.TrimSuffix(ln, "\\")
-		k, v, ok := strings.Cut(ln, "=")
-		if !ok || section == "" {
-			continue
-		}
-		k = strings.TrimSpace(k)
-		if k == "" {
-			continue
-		}
-		out = append(out, unitAssignment{Section: section, Key: k, Value: strings.TrimSpace(v), Line: start})
-	}
-	return out
-}
-
 // applyAssignments folds assignments into settings in order: a later
 // assignment overrides an earlier one, and an empty assignment resets the
 // setting to its default (removes it).
-func applyAssignments(settings map[string]UnitSetting, file, section string, keep map[string]bool, as []unitAssignment) {
+func applyAssignments(settings map[string]UnitSetting, file, section string, keep map[string]bool, as []unitfile.Assignment) {
 	for _, a := range as {
 		if a.Section != section || !keep[a.Key] {
 			continue
@@ -130,27 +52,11 @@ func applyAssignments(settings map[string]UnitSetting, file, section string, kee
 	}
 }
 
-// unitNames returns the names whose drop-in directories apply to a unit, most
-// specific first: the unit itself, its template (postgresql@.service for
-// postgresql@15-main.service), and the top-level type drop-in (service.d).
-func unitNames(name string) []string {
-	names := []string{name}
-	if at := strings.IndexByte(name, '@'); at > 0 {
-		if dot := strings.LastIndexByte(name, '.'); dot > at+1 {
-			names = append(names, name[:at+1]+name[dot:])
-		}
-	}
-	if dot := strings.LastIndexByte(name, '.'); dot >= 0 {
-		names = append(names, name[dot+1:])
-	}
-	return names
-}
-
 // loadUnit finds a unit file and its drop-ins on disk and returns the
 // effective [Service] settings. ok is false when no unit file exists.
 func loadUnit(h *host.Host, name string) (*Unit, bool) {
 	u := &Unit{Name: name, Service: map[string]UnitSetting{}}
-	file, real := findUnitFile(h, name)
+	file, real := unitfile.Find(h, name)
 	if file == "" {
 		return nil, false
 	}
@@ -166,127 +72,41 @@ func loadUnit(h *host.Host, name string) (*Unit, bool) {
 		u.Masked = true // a unit linked to /dev/null is masked
 	}
 	u.Files = append(u.Files, file)
-	applyAssignments(u.Service, file, "Service", serviceKeys, parseUnitFile(b))
-	u.execStart = execStart(parseUnitFile(b))
+	as := unitfile.Parse(b)
+	applyAssignments(u.Service, file, "Service", serviceKeys, as)
+	u.execStart = execStart(as)
 	u.text = string(b)
-	names := unitNames(name)
-	if real != name {
-		names = append(unitNames(real), names...)
-	}
-	for _, d := range dropins(h, unitDirs, names) {
+	for _, d := range unitfile.Dropins(h, name, real) {
 		b, err := h.ReadFile(d)
 		if err != nil {
 			u.Err = host.Explain(err)
 			continue
 		}
 		u.Files = append(u.Files, d)
-		applyAssignments(u.Service, d, "Service", serviceKeys, parseUnitFile(b))
+		applyAssignments(u.Service, d, "Service", serviceKeys, unitfile.Parse(b))
 		u.text += "\n" + string(b)
 	}
 	u.Defaults = managerDefaults(h)
 	return u, true
 }
 
-// findUnitFile returns the highest-priority file for a unit (or, for a
-// template instance, for its template) and the unit's real name when the
-// file is an alias symlink (mysql.service → mariadb.service).
-func findUnitFile(h *host.Host, name string) (string, string) {
-	candidates := []string{name}
-	if names := unitNames(name); len(names) == 3 {
-		candidates = append(candidates, names[1]) // the template
-	}
-	for _, c := range candidates {
-		for _, d := range unitDirs {
-			p := path.Join(d, c)
-			if !h.Exists(p) {
-				// A dangling or /dev/null link still masks.
-				if t, err := h.Readlink(p); err == nil && t == "/dev/null" {
-					return p, name
-				}
-				continue
-			}
-			real := name
-			if t, err := h.Readlink(p); err == nil && t != "" && t != "/dev/null" {
-				if base := path.Base(t); strings.HasSuffix(base, path.Ext(name)) && base != c {
-					real = base
-				}
-			}
-			return p, real
-		}
-	}
-	return "", name
-}
-
-// dropins lists the *.conf drop-ins of the named units across dirs, sorted
-// by file name; a file name in a higher-priority directory hides the same
-// name elsewhere.
-func dropins(h *host.Host, dirs, names []string) []string {
-	byBase := map[string]string{}
-	for _, d := range dirs {
-		for _, n := range names {
-			dir := path.Join(d, n+".d")
-			ents, err := h.ReadDir(dir)
-			if err != nil {
-				continue
-			}
-			for _, e := range ents {
-				if !strings.HasSuffix(e, ".conf") {
-					continue
-				}
-				if _, seen := byBase[e]; !seen {
-					byBase[e] = path.Join(dir, e)
-				}
-			}
-		}
-	}
-	bases := make([]string, 0, len(byBase))
-	for b := range byBase {
-		bases = append(bases, b)
-	}
-	sort.Strings(bases)
-	out := make([]string, 0, len(bases))
-	for _, b := range bases {
-		out = append(out, byBase[b])
-	}
-	return out
-}
-
 // managerDefaults reads the [Manager] Default* settings of system.conf and
 // its drop-ins.
 func managerDefaults(h *host.Host) map[string]UnitSetting {
 	out := map[string]UnitSetting{}
-	files := []string{"/etc/systemd/system.conf"}
-	byBase := map[string]string{}
-	for _, d := range managerConfDirs {
-		ents, err := h.ReadDir(d)
-		if err != nil {
-			continue
-		}
-		for _, e := range ents {
-			if _, seen := byBase[e]; !seen && strings.HasSuffix(e, ".conf") {
-				byBase[e] = path.Join(d, e)
-			}
-		}
-	}
-	bases := make([]string, 0, len(byBase))
-	for b := range byBase {
-		bases = append(bases, b)
-	}
-	sort.Strings(bases)
-	for _, b := range bases {
-		files = append(files, byBase[b])
-	}
-	for _, f := range files {
+	dropins, _ := unitfile.ConfFiles(h, managerConfDirs, ".conf")
+	for _, f := range append([]string{"/etc/systemd/system.conf"}, dropins...) {
 		b, err := h.ReadFile(f)
 		if err != nil {
 			continue
 		}
-		applyAssignments(out, f, "Manager", managerKeys, parseUnitFile(b))
+		applyAssignments(out, f, "Manager", managerKeys, unitfile.Parse(b))
 	}
 	return out
 }
 
-func execStart(as []unitAssignment) string {
+// execStart is the unit's last ExecStart= value.
+func execStart(as []unitfile.Assignment) string {
 	v := ""
 	for _, a := range as {
 		if a.Section == "Service" && a.Key == "ExecStart" {

@@ -79,9 +79,18 @@ func (h *Host) WriteSnapshot(w io.Writer, note string) error {
 	defer h.rec.mu.Unlock()
 	m := h.manifest
 	m.Note = note
+	return WriteArchive(w, m.CollectedAt, m, h.rec.probes, h.rec.errs, h.rec.files)
+}
+
+// WriteArchive writes a snapshot archive in WriteSnapshot's layout:
+// manifest.json, probes.json and errors.json as indented JSON, then files
+// (keyed by root-relative path) under fs/ sorted by name, each entry a
+// regular file of mode 0600 with modification time mtime. The same input
+// gives the same bytes. Fixture tools that edit a recording (tools/derive-*)
+// write it back with this, so that it stays what collect would write.
+func WriteArchive(w io.Writer, mtime time.Time, manifest, probes, errs any, files map[string][]byte) error {
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
-	mtime := m.CollectedAt
 	add := func(name string, b []byte) error {
 		hdr := &tar.Header{Name: name, Mode: 0o600, Size: int64(len(b)), ModTime: mtime, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
 		if err := tw.WriteHeader(hdr); err != nil {
@@ -93,7 +102,7 @@ func (h *Host) WriteSnapshot(w io.Writer, note string) error {
 	for _, part := range []struct {
 		name string
 		v    any
-	}{{"manifest.json", m}, {"probes.json", h.rec.probes}, {"errors.json", h.rec.errs}} {
+	}{{"manifest.json", manifest}, {"probes.json", probes}, {"errors.json", errs}} {
 		b, err := json.MarshalIndent(part.v, "", " ")
 		if err != nil {
 			return err
@@ -102,13 +111,13 @@ func (h *Host) WriteSnapshot(w io.Writer, note string) error {
 			return err
 		}
 	}
-	keys := make([]string, 0, len(h.rec.files))
-	for k := range h.rec.files {
+	keys := make([]string, 0, len(files))
+	for k := range files {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if err := add("fs/"+k, h.rec.files[k]); err != nil {
+		if err := add("fs/"+k, files[k]); err != nil {
 			return err
 		}
 	}

@@ -91,37 +91,6 @@ func TestRecoverAfterCrash(t *testing.T) {
 	}
 }
 
-func TestRealSysctlRoundTrip(t *testing.T) {
-	if os.Geteuid() != 0 || testing.Short() {
-		t.Skip("needs root")
-	}
-	unlock, err := Lock(HostLock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unlock()
-	const p = "/proc/sys/vm/swappiness"
-	orig := read(t, p)
-	j, _ := Open(filepath.Join(t.TempDir(), "j"))
-	defer j.Restore()
-	next := "7"
-	if orig == next {
-		next = "8"
-	}
-	if err := j.Set(p, next); err != nil {
-		t.Fatal(err)
-	}
-	if read(t, p) != next {
-		t.Fatalf("swappiness %q", read(t, p))
-	}
-	if err := j.Restore(); err != nil {
-		t.Fatal(err)
-	}
-	if read(t, p) != orig {
-		t.Errorf("swappiness %q, want %q", read(t, p), orig)
-	}
-}
-
 func TestLockSharedInsideExclusive(t *testing.T) {
 	unlock, err := Lock("dbhost-test-lock")
 	if err != nil {

@@ -1,15 +1,11 @@
 package redis
 
 import (
-	"path"
-	"sort"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/unitfile"
 )
-
-// unitDirs are where systemd looks for unit files, highest priority first.
-var unitDirs = []string{"/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system"}
 
 // unitExecStart recovers the command line a systemd service started the
 // server with, for servers whose /proc/PID/cmdline was overwritten by
@@ -32,100 +28,29 @@ func unitExecStart(h *host.Host, pid int) ([]string, string) {
 	if unit == "" {
 		return nil, ""
 	}
-	files := unitFiles(h, unit)
+	file, real := unitfile.Find(h, unit)
+	if file == "" {
+		return nil, ""
+	}
 	var argv []string
 	src := ""
-	for _, f := range files {
-		b, err := h.ReadConfig(f)
+	for _, f := range append([]string{file}, unitfile.Dropins(h, unit, real)...) {
+		b, err := h.ReadConfig(f) // redacted in snapshots: ExecStart may carry --requirepass
 		if err != nil {
 			continue
 		}
-		inService := false
-		for _, ln := range joinContinuations(string(b)) {
-			ln = strings.TrimSpace(ln)
-			if strings.HasPrefix(ln, "[") {
-				inService = ln == "[Service]"
+		for _, a := range unitfile.Parse(b) {
+			if a.Section != "Service" || a.Key != "ExecStart" {
 				continue
 			}
-			k, v, ok := strings.Cut(ln, "=")
-			if !inService || !ok || strings.TrimSpace(k) != "ExecStart" {
-				continue
-			}
-			v = strings.TrimSpace(v)
-			if v == "" { // an empty assignment resets the list
+			if a.Value == "" { // an empty assignment resets the list
 				argv, src = nil, ""
 				continue
 			}
-			argv, src = unitWords(expandSpecifiers(strings.TrimLeft(v, "-@:+!"), unit)), f
+			argv, src = unitWords(expandSpecifiers(strings.TrimLeft(a.Value, "-@:+!"), unit)), f
 		}
 	}
 	return argv, src
-}
-
-// unitFiles lists a unit's file and its drop-ins in the order systemd
-// applies them (template units fall back to name@.service).
-func unitFiles(h *host.Host, unit string) []string {
-	var out []string
-	names := []string{unit}
-	if at := strings.Index(unit, "@"); at > 0 {
-		names = append(names, unit[:at+1]+".service")
-	}
-	for _, n := range names {
-		found := false
-		for _, d := range unitDirs {
-			if h.Exists(path.Join(d, n)) {
-				out = append(out, path.Join(d, n))
-				found = true
-				break
-			}
-		}
-		if found {
-			break
-		}
-	}
-	dropins := map[string]string{} // file name → path; earlier dirs win
-	for _, n := range names {
-		for _, d := range unitDirs {
-			dir := path.Join(d, n+".d")
-			ents, err := h.ReadDir(dir)
-			if err != nil {
-				continue
-			}
-			for _, e := range ents {
-				if strings.HasSuffix(e, ".conf") {
-					if _, dup := dropins[e]; !dup {
-						dropins[e] = path.Join(dir, e)
-					}
-				}
-			}
-		}
-	}
-	keys := make([]string, 0, len(dropins))
-	for k := range dropins {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		out = append(out, dropins[k])
-	}
-	return out
-}
-
-func joinContinuations(s string) []string {
-	var out []string
-	cur := ""
-	for _, ln := range strings.Split(s, "\n") {
-		if strings.HasSuffix(ln, "\\") {
-			cur += strings.TrimSuffix(ln, "\\") + " "
-			continue
-		}
-		out = append(out, cur+ln)
-		cur = ""
-	}
-	if cur != "" {
-		out = append(out, cur)
-	}
-	return out
 }
 
 // expandSpecifiers replaces the unit specifiers a server command line uses
