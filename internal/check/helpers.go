@@ -18,7 +18,6 @@ func sysctlFix(f *facts.Facts, summary string, kv ...string) *fix.Fix {
 	return fx
 }
 
-
 // humanBytes prints a byte count in binary units.
 func humanBytes(b uint64) string {
 	const unit = 1024

@@ -104,10 +104,6 @@ func checkGlibcCollation(f *facts.Facts) []Result {
 			out = append(out, UnknownR(subj, "cannot read the C library version: "+g.Err+". A non-glibc C library (musl) has no locale collations to change.", ev...))
 			continue
 		}
-		if !engine.VersionAtLeast(g.Value, "2.28") {
-			out = append(out, PassR(subj, fmt.Sprintf("glibc %s predates the 2.28 collation change, so indexes built here sort as they were built. Before upgrading this host (or restoring this data directory) to glibc 2.28 or later, plan a REINDEX of indexes on text columns with non-C collations.", g.Value), ev...))
-			continue
-		}
 		var libc []string
 		recorded := false
 		if in.Postgres != nil {
@@ -121,8 +117,16 @@ func checkGlibcCollation(f *facts.Facts) []Result {
 				}
 			}
 		}
+		onlyC := in.Postgres != nil && len(in.Postgres.Databases) > 0 && len(libc) == 0
+		if !onlyC && !engine.VersionAtLeast(g.Value, "2.28") {
+			// Fine today, broken by the next OS upgrade: say so before it.
+			fx := &fix.Fix{Summary: "Plan a REINDEX into the OS upgrade of " + subj,
+				Manual: "Indexes built here sort with glibc " + g.Value + "'s collation. Upgrading this host (or restoring this data directory on a host) with glibc 2.28 or later changes the sort order of most non-C locales and silently corrupts those text indexes: make REINDEX (or a logical dump and restore) part of the upgrade, and check with amcheck's bt_index_check before going live."}
+			out = append(out, FailR(subj, fmt.Sprintf("glibc %s predates the 2.28 collation change: the indexes are consistent now, but an OS upgrade to glibc 2.28 or later (or a physical copy of the data directory to such a host) makes text indexes with non-C collations sort wrongly until they are rebuilt.", g.Value), fx, ev...))
+			continue
+		}
 		switch {
-		case in.Postgres != nil && len(in.Postgres.Databases) > 0 && len(libc) == 0:
+		case onlyC:
 			out = append(out, PassR(subj, "Every database uses the C/POSIX collation or ICU: glibc's collation changes do not affect their indexes.", ev...))
 		case recorded:
 			ev = append(ev, Ev("databases with glibc collations", strings.Join(libc, ", "), "pg_database"))

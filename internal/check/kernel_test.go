@@ -1,6 +1,7 @@
 package check_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/check"
@@ -44,14 +45,27 @@ func TestKernelMongoDBMinimum(t *testing.T) {
 	if st := hxStatuses(t, "limits-nofile-1024", "kernel.mongodb_minimum"); len(st) != 0 {
 		t.Errorf("no MongoDB, yet judged: %v", st)
 	}
+	// The same on recorded hosts with the mongod stand-in.
+	mongo := hxPrivate(t, "mongo-6", "mongodb")
+	hxFind(t, "mongo-6", "kernel.mongodb_minimum", mongo, check.Pass)
+	fd := hxFind(t, "kernel-mongo-old", "kernel.mongodb_minimum", mongo, check.Fail)
+	hxHas(t, "reason", fd.Reason, "older than 2.6.36", "glibc 2.12 is older than 2.13")
+	fd = hxFind(t, "kernel-mongo-noglibc", "kernel.mongodb_minimum", mongo, check.Unknown)
+	hxHas(t, "reason", fd.Reason, "getconf")
 }
 
 func TestKernelGlibcCollation(t *testing.T) {
 	// initdb --locale=C.UTF-8: nothing glibc can reorder.
 	fd := hxFind(t, "limits-nofile-1024", "kernel.glibc_collation", "postgres:5432", check.Pass)
 	hxHas(t, "reason", fd.Reason, "C/POSIX collation or ICU")
-	fd = hxFind(t, "kernel-glibc-2.17", "kernel.glibc_collation", "postgres:5432", check.Pass)
+	// glibc 2.17: the C.UTF-8 cluster is unaffected; the en_US.UTF-8
+	// database must plan a REINDEX into the OS upgrade.
+	hxFind(t, "kernel-glibc-2.17", "kernel.glibc_collation", "postgres:5432", check.Pass)
+	fd = hxFind(t, "kernel-glibc-2.17", "kernel.glibc_collation", hxPrivate(t, "kernel-glibc-2.17", "postgres"), check.Fail)
 	hxHas(t, "reason", fd.Reason, "glibc 2.17 predates")
+	if fd.Fix == nil || !strings.Contains(fd.Fix.Manual, "REINDEX") {
+		t.Errorf("fix %+v", fd.Fix)
+	}
 	// A database with an en_US.UTF-8 collation whose version PostgreSQL
 	// records: pg.collation_glibc compares it.
 	pg := hxPrivate(t, "pg-collation-mismatch", "postgres")

@@ -116,7 +116,6 @@ func (c commitState) strictFix(f *facts.Facts, need uint64) *fix.Fix {
 	return memHostOnly(f, fx)
 }
 
-
 func checkOvercommit(f *facts.Facts) []Result {
 	pgs, rds := f.ByEngine(engine.Postgres), f.ByEngine(engine.Redis)
 	if len(pgs) == 0 && len(rds) == 0 {

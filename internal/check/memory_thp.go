@@ -193,7 +193,6 @@ func combineTHP(needs []thpNeed, get func(thpNeed) []string, order []string) (th
 	return v, any || len(v.unknown) > 0
 }
 
-
 // thpFix writes a THP file now and at every boot (tmpfiles.d is rendered
 // from Sysfs); enabled also goes on the kernel command line.
 func thpFix(f *facts.Facts, key, value string) *fix.Fix {

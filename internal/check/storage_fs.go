@@ -199,6 +199,19 @@ func checkNoatime(f *facts.Facts) []Result {
 			out = append(out, FailR(subj, m.MountPoint+" ("+m.FSType+") updates the access time on every read (strictatime): each read of a data file becomes an inode write. Mount with noatime.", fx, ev...))
 		}
 	}
+	return append(out, stUnfollowed(f)...)
+}
+
+// stUnfollowed says, per instance, that its mount options were not judged
+// because its data directory could not be followed to a mount: silence
+// would read as "nothing wrong".
+func stUnfollowed(f *facts.Facts) []Result {
+	var out []Result
+	for _, in := range f.Instances {
+		if r, bad := stPathUnknown(in, false); bad {
+			out = append(out, r)
+		}
+	}
 	return out
 }
 
@@ -236,7 +249,7 @@ func checkBarrier(f *facts.Facts) []Result {
 		}
 		out = append(out, FailR(subj, fmt.Sprintf("%s is mounted with %s: without barriers the device's volatile write cache is not flushed at journal commits and fsync, and with data=writeback metadata can be committed before the data it points to. On power loss the database can find corrupted or stale pages although fsync returned. This is safe only behind a controller cache with a battery or flash backup, which dbhost cannot see; if yours has one, keep this as a known exception.", m.MountPoint, strings.Join(bad, ", ")), fx, ev...))
 	}
-	return out
+	return append(out, stUnfollowed(f)...)
 }
 
 func checkDataOnRoot(f *facts.Facts) []Result {

@@ -16,6 +16,7 @@ import (
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/fixture"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/journal"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
@@ -182,6 +183,13 @@ func TestFixIsIdempotent(t *testing.T) {
 // TestCollectEqualsLive: `collect` then `audit --from` gives the same
 // findings (IDs, subjects, statuses) as the live audit taken at that moment.
 func TestCollectEqualsLive(t *testing.T) {
+	// Servers other tests start and stop would change the host between the
+	// two audits' process tables; hold them off.
+	unlock, err := journal.Lock(journal.HostLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
 	h, err := host.Open("/")
 	if err != nil {
 		t.Fatal(err)

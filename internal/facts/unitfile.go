@@ -63,7 +63,7 @@ func loadUnit(h *host.Host, name string) (*Unit, bool) {
 	if real != name {
 		u.Alias = real
 	}
-	b, err := h.ReadFile(file)
+	b, err := h.ReadConfig(file)
 	if err != nil {
 		u.Err = host.Explain(err)
 		return u, true
@@ -77,7 +77,7 @@ func loadUnit(h *host.Host, name string) (*Unit, bool) {
 	u.execStart = execStart(as)
 	u.text = string(b)
 	for _, d := range unitfile.Dropins(h, name, real) {
-		b, err := h.ReadFile(d)
+		b, err := h.ReadConfig(d)
 		if err != nil {
 			u.Err = host.Explain(err)
 			continue
@@ -96,7 +96,7 @@ func managerDefaults(h *host.Host) map[string]UnitSetting {
 	out := map[string]UnitSetting{}
 	dropins, _ := unitfile.ConfFiles(h, managerConfDirs, ".conf")
 	for _, f := range append([]string{"/etc/systemd/system.conf"}, dropins...) {
-		b, err := h.ReadFile(f)
+		b, err := h.ReadConfig(f)
 		if err != nil {
 			continue
 		}

@@ -138,6 +138,14 @@ func (h *Host) readFile(p string, redact bool) ([]byte, error) {
 	if err := h.recordedErr(key); err != nil {
 		return nil, err
 	}
+	// A collection is one observation: a file two gatherers read (a
+	// process's status while it exits) must read the same both times, or
+	// the snapshot would disagree with the facts judged live.
+	if h.rec != nil {
+		if b, err, ok := h.rec.seen(key, redact); ok {
+			return b, err
+		}
+	}
 	b, err := readCapped(h.abs(p))
 	if h.rec != nil {
 		h.rec.file(key, b, err, redact)
@@ -185,6 +193,9 @@ func (h *Host) Touch(paths ...string) error {
 			return err
 		}
 		if h.rec != nil {
+			if _, _, ok := h.rec.seen(key, false); ok {
+				continue
+			}
 			b, err := readCapped(h.abs(p))
 			h.rec.file(key, b, err, false)
 		}
@@ -398,6 +409,11 @@ type recording struct {
 	files  map[string][]byte // regular file contents, by root-relative path
 	errs   map[string]string // read errors other than "does not exist"
 	probes map[string]probeResult
+	// redact marks files that hold configuration: the snapshot stores them
+	// redacted, whichever reader asked first.
+	redact map[string]bool
+	// absent marks files found missing, so a second read agrees.
+	absent map[string]bool
 }
 
 type probeResult struct {
@@ -409,22 +425,44 @@ type probeResult struct {
 }
 
 func newRecording() *recording {
-	return &recording{files: map[string][]byte{}, errs: map[string]string{}, probes: map[string]probeResult{}}
+	return &recording{files: map[string][]byte{}, errs: map[string]string{}, probes: map[string]probeResult{},
+		redact: map[string]bool{}, absent: map[string]bool{}}
 }
 
 func (r *recording) file(key string, b []byte, err error, redact bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if redact {
+		r.redact[key] = true
+	}
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) {
+			r.absent[key] = true
+		} else {
 			r.errs[key] = errString(err)
 		}
 		return
 	}
-	if redact {
-		b = Redact(b)
-	}
 	r.files[key] = b
+}
+
+// seen returns the first observation of a file in this collection.
+func (r *recording) seen(key string, redact bool) ([]byte, error, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if redact {
+		r.redact[key] = true
+	}
+	if b, ok := r.files[key]; ok {
+		return b, nil, true
+	}
+	if msg, ok := r.errs[key]; ok {
+		return nil, &fs.PathError{Op: "open", Path: "/" + key, Err: errnoFromString(msg)}, true
+	}
+	if r.absent[key] {
+		return nil, &fs.PathError{Op: "open", Path: "/" + key, Err: fs.ErrNotExist}, true
+	}
+	return nil, nil, false
 }
 
 func (r *recording) probe(key string, v []byte, err error) {

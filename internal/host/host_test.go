@@ -202,3 +202,49 @@ func TestReadFileTooLarge(t *testing.T) {
 		t.Errorf("explain: %q", got)
 	}
 }
+
+// A collection is one observation: a file read twice reads the same, even if
+// it changed or vanished in between, and a config file read once plainly and
+// once as configuration is stored redacted.
+func TestRecordingIsOneObservation(t *testing.T) {
+	root := fakeRoot(t)
+	h, _ := Open(root)
+	h.StartRecording()
+	h.PIDs()
+	first, err := h.ReadFile("/proc/sys/vm/swappiness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "proc/sys/vm/swappiness"), []byte("1\n"), 0o644)
+	if again, _ := h.ReadFile("/proc/sys/vm/swappiness"); string(again) != string(first) {
+		t.Errorf("second read %q, first %q", again, first)
+	}
+	os.Remove(filepath.Join(root, "proc/42/limits"))
+	if _, err := h.Limits(42); err == nil {
+		// Never read before its removal: the live error is the observation.
+	} else if !IsNotExist(err) {
+		t.Errorf("limits: %v", err)
+	}
+	unit := filepath.Join(root, "etc/systemd/system/x.service")
+	os.MkdirAll(filepath.Dir(unit), 0o755)
+	os.WriteFile(unit, []byte("[Service]\nEnvironment=PGPASSWORD=hunter2\n"), 0o644)
+	if b, _ := h.ReadFile("/etc/systemd/system/x.service"); !strings.Contains(string(b), "hunter2") {
+		t.Fatal("live read must be the file as is")
+	}
+	h.ReadConfig("/etc/systemd/system/x.service")
+	var buf bytes.Buffer
+	h.WriteSnapshot(&buf, "")
+	file := filepath.Join(t.TempDir(), "s.tar.gz")
+	os.WriteFile(file, buf.Bytes(), 0o600)
+	s, err := OpenSnapshot(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if b, _ := s.ReadFile("/etc/systemd/system/x.service"); strings.Contains(string(b), "hunter2") || !strings.Contains(string(b), Redacted) {
+		t.Errorf("snapshot unit file: %q", b)
+	}
+	if b, _ := s.ReadFile("/proc/sys/vm/swappiness"); string(b) != string(first) {
+		t.Errorf("snapshot holds %q, the collection observed %q", b, first)
+	}
+}

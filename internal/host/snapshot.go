@@ -79,7 +79,14 @@ func (h *Host) WriteSnapshot(w io.Writer, note string) error {
 	defer h.rec.mu.Unlock()
 	m := h.manifest
 	m.Note = note
-	return WriteArchive(w, m.CollectedAt, m, h.rec.probes, h.rec.errs, h.rec.files)
+	files := make(map[string][]byte, len(h.rec.files))
+	for k, b := range h.rec.files {
+		if h.rec.redact[k] {
+			b = Redact(b)
+		}
+		files[k] = b
+	}
+	return WriteArchive(w, m.CollectedAt, m, h.rec.probes, h.rec.errs, files)
 }
 
 // WriteArchive writes a snapshot archive in WriteSnapshot's layout:

@@ -213,15 +213,25 @@ var derivations = []derive.Derivation{
 	},
 	{
 		Name: "kernel-glibc-2.17",
-		Base: "limits-nofile-1024",
-		Note: "derived from limits-nofile-1024: getconf GNU_LIBC_VERSION answers glibc 2.17 (RHEL/CentOS 7) instead of 2.36",
+		Base: "pg-private",
+		Note: "derived from pg-private (a private PostgreSQL with an en_US.UTF-8 database): getconf GNU_LIBC_VERSION answers glibc 2.17 (RHEL/CentOS 7) instead of 2.36",
+		Edit: func(a *derive.Archive) error { return setGlibc(a, "glibc 2.17\n", "") },
+	},
+	{
+		Name: "kernel-mongo-old",
+		Base: "mongo-6",
+		Note: "derived from mongo-6 (the mongod stand-in, version 6.0): kernel release 2.6.32-754.el6.x86_64 and glibc 2.12, as on CentOS 6",
 		Edit: func(a *derive.Archive) error {
-			const key = "cmd:getconf\x00GNU_LIBC_VERSION"
-			if _, ok := a.Probes[key]; !ok {
-				return errors.New("no getconf probe recorded")
-			}
-			a.Probes[key] = derive.Probe{Out: []byte("glibc 2.17\n")}
-			return nil
+			a.SetFile("proc/sys/kernel/osrelease", "2.6.32-754.el6.x86_64\n")
+			return setGlibc(a, "glibc 2.12\n", "")
+		},
+	},
+	{
+		Name: "kernel-mongo-noglibc",
+		Base: "mongo-6",
+		Note: "derived from mongo-6: getconf is missing (a minimal image), so the C library version is unknown",
+		Edit: func(a *derive.Archive) error {
+			return setGlibc(a, "", "getconf: exec: \"getconf\": executable file not found in $PATH")
 		},
 	},
 	{
@@ -271,6 +281,16 @@ var derivations = []derive.Derivation{
 			return nil
 		},
 	},
+}
+
+// setGlibc replaces the recorded answer of `getconf GNU_LIBC_VERSION`.
+func setGlibc(a *derive.Archive, out, errMsg string) error {
+	const key = "cmd:getconf\x00GNU_LIBC_VERSION"
+	if _, ok := a.Probes[key]; !ok {
+		return errors.New("no getconf probe recorded")
+	}
+	a.Probes[key] = derive.Probe{Out: []byte(out), Err: errMsg}
+	return nil
 }
 
 func main() { derive.Main(derivations) }

@@ -1,0 +1,99 @@
+package check_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/fixture"
+)
+
+// neverUnknown lists the checks whose inputs every user can read, so no
+// recorded host can leave them undecided.
+var neverUnknown = map[string]string{
+	"mem.hugepages.memlock":   "/proc/PID/limits and /proc/sysvipc/shm are world-readable",
+	"mem.hugepages.shm_group": "/proc/sys/vm/hugetlb_shm_group and /proc/sysvipc/shm are world-readable",
+	"mem.max_map_count":       "vm.max_map_count and /proc/PID/limits are world-readable",
+	"security.db_as_root":     "a process's user is in /proc/PID/status, which everyone can read",
+	"storage.nfs.options":     "judged only on NFS mounts, whose options mountinfo always shows",
+	"storage.nfs.soft":        "judged only on NFS mounts, whose options mountinfo always shows",
+}
+
+var idPattern = regexp.MustCompile(`^[a-z]+(\.[a-z0-9_]+)+$`)
+
+// TestCatalog holds every check to the house rules: a stable ID with a
+// domain prefix, a title and doc, and on the recorded hosts in
+// testdata/hosts at least one subject where it passes, one where it fails
+// and one where it cannot judge.
+func TestCatalog(t *testing.T) {
+	all := check.All()
+	if len(all) < 45 {
+		t.Errorf("%d checks, the catalog promises at least 45", len(all))
+	}
+	seen := map[string]map[check.Status]int{}
+	for _, c := range all {
+		if !idPattern.MatchString(c.ID) {
+			t.Errorf("%s: ID is not domain.name", c.ID)
+		}
+		if len(strings.Fields(c.Doc)) < 20 {
+			t.Errorf("%s: doc too short to say what it looks at and why", c.ID)
+		}
+		seen[c.ID] = map[check.Status]int{}
+	}
+	files, err := filepath.Glob(fixture.Path("*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no recorded hosts: %v", err)
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".tar.gz")
+		for _, fd := range fixture.Findings(t, name) {
+			seen[fd.ID][fd.Status]++
+			if fd.Status == check.Unknown && fd.Reason == "" {
+				t.Errorf("%s %s on %s: unknown without a reason", fd.ID, fd.Subject, name)
+			}
+			if fd.Status == check.Fail && fd.Fix == nil {
+				t.Errorf("%s %s on %s: fails without a fix", fd.ID, fd.Subject, name)
+			}
+		}
+	}
+	for _, c := range all {
+		st := seen[c.ID]
+		if st[check.Pass] == 0 {
+			t.Errorf("%s: passes on no recorded host", c.ID)
+		}
+		if st[check.Fail] == 0 {
+			t.Errorf("%s: fails on no recorded host", c.ID)
+		}
+		if _, exempt := neverUnknown[c.ID]; st[check.Unknown] == 0 && !exempt {
+			t.Errorf("%s: no recorded host where it cannot judge", c.ID)
+		} else if exempt && st[check.Unknown] > 0 {
+			t.Errorf("%s: listed as never unknown, but is", c.ID)
+		}
+	}
+}
+
+// TestEveryCheckHasItsOwnTest: each check ID is named in a test file other
+// than this one, where its verdicts and reasons are asserted.
+func TestEveryCheckHasItsOwnTest(t *testing.T) {
+	tests, _ := filepath.Glob("*_test.go")
+	var src strings.Builder
+	for _, f := range tests {
+		if f == "catalog_test.go" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(b)
+	}
+	body := src.String()
+	for _, c := range check.All() {
+		if !strings.Contains(body, `"`+c.ID+`"`) {
+			t.Errorf("%s is not named in any check test", c.ID)
+		}
+	}
+}
