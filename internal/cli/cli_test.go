@@ -237,3 +237,16 @@ func TestCollectEqualsLive(t *testing.T) {
 		t.Errorf("instances: live %d, snapshot %d", len(live.Instances), len(snap.Instances))
 	}
 }
+
+// TestDocsCatalogCurrent: docs/checks.md is what `dbhost checks --format
+// markdown` prints; regenerate it with `make docs`.
+func TestDocsCatalogCurrent(t *testing.T) {
+	want, err := os.ReadFile(filepath.Join("..", "..", "docs", "checks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got, _ := runCLI(t, "checks", "--format", "markdown")
+	if got != string(want) {
+		t.Error("docs/checks.md is stale: run `make docs`")
+	}
+}
