@@ -34,8 +34,13 @@ for t in "${tools[@]}"; do timeout 120 ${cmd[$t]} </dev/null >/dev/null 2>&1 || 
 for i in $(seq 1 "$runs"); do
   for t in "${tools[@]}"; do
     rc=0
-    /usr/bin/time -f '%e %M' -o "$tmp/time" timeout 120 ${cmd[$t]} </dev/null >"$tmp/out" 2>"$tmp/err" || rc=$?
-    read -r wall rss < <(tail -n1 "$tmp/time")
+    # Wall time from bash's microsecond clock (time(1) rounds to 10 ms);
+    # peak RSS from time(1).
+    t0=$EPOCHREALTIME
+    /usr/bin/time -f '%M' -o "$tmp/time" timeout 120 ${cmd[$t]} </dev/null >"$tmp/out" 2>"$tmp/err" || rc=$?
+    t1=$EPOCHREALTIME
+    rss=$(tail -n1 "$tmp/time")
+    wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", b-a}')
     echo "$t $wall $rss $rc" >>"$tmp/samples"
     # Keep the last output of each tool for the record.
     cp "$tmp/out" "$tmp/$t.out"; cp "$tmp/err" "$tmp/$t.err"
@@ -54,7 +59,7 @@ report="bench/results/compare-$(date -u +%Y%m%d-%H%M%S).md"
   echo "| tool | median wall (ms) | median peak RSS (MB) | failed runs | exit statuses |"
   echo "|---|---:|---:|---:|---|"
   for t in "${tools[@]}"; do
-    w=$(awk -v t="$t" '$1==t {print $2*1000}' "$tmp/samples" | median)
+    w=$(awk -v t="$t" '$1==t {printf "%.1f\n", $2*1000}' "$tmp/samples" | median)
     r=$(awk -v t="$t" '$1==t {printf "%.1f\n", $3/1024}' "$tmp/samples" | median)
     codes=$(awk -v t="$t" '$1==t {print $4}' "$tmp/samples" | sort | uniq -c | awk '{printf "%s×%s ", $1, $2}')
     # dbhost exits 1 when it has findings; timeouts (124) and crashes count as failed.
@@ -64,13 +69,13 @@ report="bench/results/compare-$(date -u +%Y%m%d-%H%M%S).md"
   done
   echo
   for t in mysqltuner pt-summary; do
-    if grep -qiE 'error|died|segmentation|uninitialized' "$tmp/$t.err" 2>/dev/null; then
-      echo "$t stderr (last run, first lines):"
+    if awk -v t="$t" '$1==t && $4!=0 {bad=1} END {exit !bad}' "$tmp/samples"; then
+      echo "$t failed; the end of its standard error (last run):"
       echo '```'
-      head -n 8 "$tmp/$t.err"
+      grep -v '^\s*$' "$tmp/$t.err" | tail -n 4
       echo '```'
     fi
   done
-  echo "dbhost findings (last run): $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["summary"]; print(f"{s[\"fail\"]} failed, {s[\"unknown\"]} unknown, {s[\"pass\"]} passed, {len(d[\"instances\"])} instances")' "$tmp/dbhost.out" 2>/dev/null || echo unreadable)"
+  echo "dbhost findings (last run): $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["summary"]; print(s["fail"], "failed,", s["unknown"], "unknown,", s["pass"], "passed,", len(d["instances"]), "instances")' "$tmp/dbhost.out" 2>/dev/null || echo unreadable)"
 } >"$report"
 cat "$report"

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/dbhost/dbhost/internal/host"
 )
 
@@ -220,19 +222,29 @@ func AttachListeners(h *host.Host, insts []*Instance) {
 		return
 	}
 	byInode := map[uint64]Listener{}
-	tcp, tcpErr := h.NetTCP()
-	// /proc/net/tcp shows 0 in tx_queue for listening sockets; the accept
-	// queue limit comes from sock_diag (host.ListenBacklogs).
-	backlogs, _ := h.ListenBacklogs()
-	for _, s := range tcp {
-		if s.St != 0x0A { // TCP_LISTEN
-			continue
-		}
+	// sock_diag first: cheap and it carries the backlog; the /proc files
+	// are the fallback (a seccomp profile without netlink, an old snapshot).
+	socks, tcpErr := h.ListenSockets()
+	for _, s := range socks {
 		proto := "tcp"
-		if s.LocalAddr.To4() == nil {
+		if strings.Contains(s.Addr, ":") {
 			proto = "tcp6"
 		}
-		byInode[s.Inode] = Listener{Proto: proto, Addr: s.LocalAddr.String(), Port: int(s.LocalPort), Backlog: backlogs[s.Inode]}
+		byInode[s.Inode] = Listener{Proto: proto, Addr: s.Addr, Port: s.Port, Backlog: s.Backlog}
+	}
+	if tcpErr != nil {
+		var tcp procfs.NetTCP
+		tcp, tcpErr = h.NetTCP()
+		for _, s := range tcp {
+			if s.St != 0x0A { // TCP_LISTEN
+				continue
+			}
+			proto := "tcp"
+			if s.LocalAddr.To4() == nil {
+				proto = "tcp6"
+			}
+			byInode[s.Inode] = Listener{Proto: proto, Addr: s.LocalAddr.String(), Port: int(s.LocalPort)}
+		}
 	}
 	for _, l := range unixListeners(h) {
 		byInode[l.inode] = l.Listener

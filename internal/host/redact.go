@@ -33,6 +33,9 @@ func Redact(b []byte) []byte {
 
 // RedactLine redacts one config line.
 func RedactLine(s string) string {
+	if !mayHoldSecret(s) {
+		return s
+	}
 	t := strings.TrimSpace(s)
 	if t == "" || t[0] == '#' || t[0] == ';' || t[0] == '[' || t[0] == '!' {
 		return s
@@ -44,6 +47,22 @@ func RedactLine(s string) string {
 		return r
 	}
 	return inlineSecret.ReplaceAllString(s, "${1}="+Redacted)
+}
+
+// secretHints are substrings one of which every line RedactLine changes
+// must contain (secretKey's names, inlineSecret's, Redis ACL "user" lines):
+// a cheap test before the regular expressions, which would otherwise run on
+// every line of every config file and every live setting.
+var secretHints = []string{"pass", "pwd", "secret", "masterauth", "sst_auth", "token", "credential", "private", "user"}
+
+func mayHoldSecret(s string) bool {
+	l := strings.ToLower(s)
+	for _, h := range secretHints {
+		if strings.Contains(l, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // emptyValue reports a value that sets nothing (`requirepass ""`): keeping

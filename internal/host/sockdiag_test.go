@@ -6,44 +6,60 @@ import (
 	"testing"
 )
 
-// TestListenBacklogs listens with a known backlog and finds it again through
-// sock_diag: the kernel caps it at net.core.somaxconn, Go asks for the
-// maximum, so the socket's backlog is somaxconn.
-func TestListenBacklogs(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Skip(err)
+// TestListenSockets listens on IPv4 and IPv6 loopback and finds both again
+// through sock_diag, with the addresses, ports and inodes /proc/net/tcp
+// shows, and the backlog /proc/net/tcp does not: Go listens with the
+// current net.core.somaxconn.
+func TestListenSockets(t *testing.T) {
+	var ls []net.Listener
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Logf("skip %s: %v", addr, err)
+			continue
+		}
+		defer l.Close()
+		ls = append(ls, l)
 	}
-	defer l.Close()
+	if len(ls) == 0 {
+		t.Skip("cannot listen on loopback")
+	}
 	h, err := Open("/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := h.ListenBacklogs()
+	socks, err := h.ListenSockets()
 	if err != nil {
 		t.Skipf("sock_diag unavailable: %v", err)
 	}
-	somaxconn, err := h.Sysctl("net.core.somaxconn")
-	if err != nil {
-		t.Skip(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
+	somaxconn, _ := h.Sysctl("net.core.somaxconn")
+	want, _ := strconv.Atoi(somaxconn)
 	tcp, err := h.NetTCP()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range tcp {
-		if int(s.LocalPort) == port && s.St == 0x0A {
-			got, ok := m[s.Inode]
-			if !ok {
-				t.Fatalf("listening socket inode %d not in sock_diag answer %v", s.Inode, m)
+	for _, l := range ls {
+		a := l.Addr().(*net.TCPAddr)
+		var found *ListenSocket
+		for i := range socks {
+			if socks[i].Port == a.Port && socks[i].Addr == a.IP.String() {
+				found = &socks[i]
 			}
-			// Go's net package listens with the current somaxconn as backlog.
-			if want, err := strconv.Atoi(somaxconn); err == nil && want <= 65535 && got != want {
-				t.Fatalf("backlog %d, want somaxconn %d", got, want)
+		}
+		if found == nil {
+			t.Fatalf("%s not in the sock_diag answer %+v", a, socks)
+		}
+		if want > 0 && want <= 65535 && found.Backlog != want {
+			t.Errorf("%s: backlog %d, want somaxconn %d", a, found.Backlog, want)
+		}
+		inode := uint64(0)
+		for _, s := range tcp {
+			if int(s.LocalPort) == a.Port && s.St == 0x0A {
+				inode = s.Inode
 			}
-			return
+		}
+		if inode == 0 || inode != found.Inode {
+			t.Errorf("%s: sock_diag inode %d, /proc/net/tcp %d", a, found.Inode, inode)
 		}
 	}
-	t.Fatalf("listening socket on port %d not in /proc/net/tcp", port)
 }
