@@ -98,6 +98,13 @@ func privateDir(t testing.TB, prefix string, uid, gid int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Removed however the test ends, also when setup fails before the
+	// server starts (Stop removes it too; RemoveAll twice is harmless).
+	t.Cleanup(func() {
+		if !t.Failed() || os.Getenv("DBHOST_KEEP") == "" {
+			os.RemoveAll(dir)
+		}
+	})
 	if err := os.Chown(dir, uid, gid); err != nil {
 		t.Fatal(err)
 	}
