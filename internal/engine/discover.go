@@ -205,9 +205,17 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 			notes = append(notes, fmt.Sprintf("%s pid %d: %s", jobs[i].d.Engine(), jobs[i].p.PID, host.Explain(errs[i])))
 			continue
 		}
-		if inst != nil {
-			found = append(found, inst)
+		if inst == nil {
+			continue
 		}
+		// A short-lived process with a server's name (`postgres -V` run by
+		// a package script, say) can match and be gone by now: it was
+		// never a server.
+		if _, err := h.ProcStat(inst.PID); host.IsNotExist(err) {
+			notes = append(notes, fmt.Sprintf("%s pid %d: exited during discovery; not a running server", jobs[i].d.Engine(), inst.PID))
+			continue
+		}
+		found = append(found, inst)
 	}
 	AttachListeners(h, found)
 	SortInstances(found)

@@ -114,37 +114,17 @@ func currentUser() string {
 }
 
 func connectAndRead(ctx context.Context, h *host.Host, sockDir string, port int, dsn string, timeout time.Duration) (*live, error) {
-	var errs []string
-	for _, a := range attempts(dsn) {
-		cfg, err := a.config(h, sockDir, port, timeout)
-		if err != nil {
-			errs = append(errs, err.Error())
-			continue
-		}
-		conn, err := pgconn.ConnectConfig(ctx, cfg)
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("as user %s: %s", cfg.User, shortErr(err)))
-			if ctx.Err() != nil {
-				break
-			}
-			continue
-		}
-		l, err := query(ctx, conn)
-		conn.Close(context.Background())
-		if err != nil {
-			return nil, fmt.Errorf("as user %s: %s", cfg.User, shortErr(err))
-		}
-		where := fmt.Sprintf("unix socket %s port %d", sockDir, port)
-		if a.dsn != "" {
-			where = "--pg connection string"
-			if cfg.Host != "" {
-				where += fmt.Sprintf(" (host %s port %d)", cfg.Host, cfg.Port)
-			}
-		}
-		l.Via = fmt.Sprintf("%s as user %s", where, cfg.User)
-		return l, nil
+	conn, via, err := dial(ctx, h, sockDir, port, dsn, timeout)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errors.New(strings.Join(errs, "; "))
+	defer conn.Close(context.Background())
+	l, err := query(ctx, conn)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s", via, shortErr(err))
+	}
+	l.Via = via
+	return l, nil
 }
 
 // config builds the connection settings for one attempt. pgx would read

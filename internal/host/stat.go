@@ -1,0 +1,55 @@
+package host
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/procfs"
+)
+
+// KernelStat parses /proc/stat with procfs: CPU times in total and per
+// online CPU, context switches since boot (ctxt), and the tasks running and
+// blocked now.
+func (h *Host) KernelStat() (procfs.Stat, error) {
+	if err := h.Touch("/proc/stat"); err != nil {
+		return procfs.Stat{}, err
+	}
+	return h.proc.Stat()
+}
+
+// LoadAvg parses /proc/loadavg with procfs.
+func (h *Host) LoadAvg() (*procfs.LoadAvg, error) {
+	if err := h.Touch("/proc/loadavg"); err != nil {
+		return nil, err
+	}
+	return h.proc.LoadAvg()
+}
+
+// Tasks lists the thread IDs of a process (/proc/PID/task), sorted.
+func (h *Host) Tasks(pid int) ([]int, error) {
+	names, err := h.ReadDir(procPath(pid, "task"))
+	if err != nil {
+		return nil, err
+	}
+	tids := make([]int, 0, len(names))
+	for _, n := range names {
+		if tid, err := strconv.Atoi(n); err == nil && tid > 0 {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// TaskStatus parses one thread's /proc/PID/task/TID/status with procfs: a
+// process's own status file counts only its main thread's context
+// switches.
+func (h *Host) TaskStatus(pid, tid int) (procfs.ProcStatus, error) {
+	if err := h.Touch(procPath(pid, fmt.Sprintf("task/%d/status", tid))); err != nil {
+		return procfs.ProcStatus{}, err
+	}
+	t, err := h.proc.Thread(pid, tid)
+	if err != nil {
+		return procfs.ProcStatus{}, err
+	}
+	return t.NewStatus()
+}
