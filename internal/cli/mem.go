@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/mem"
+
+	_ "github.com/dbhost/dbhost/internal/engine/all" // detectors for instance grouping
+)
+
+// runMem accounts memory: processes, shared regions counted once, database
+// instances, the host against /proc/meminfo, NUMA. It only reads.
+func runMem(ctx context.Context, env Env, args []string) int {
+	fs := newFlagSet(env, "mem", "[flags]")
+	root := fs.String("root", "/", "root of the live filesystem to read (for chroots and tests)")
+	format := fs.String("format", "text", "output format: text or json")
+	sortBy := fs.String("sort", "pss", "sort processes by: rss, pss, uss, swap")
+	top := fs.Int("top", 0, "show only the N largest processes (0: all)")
+	var pids listFlag
+	fs.Var(&pids, "pid", "show only these processes (comma-separated PIDs); regions they map are shown whole")
+	eng := fs.String("engine", "", "show only the processes of this engine's instances: postgres, mysql, mongo, redis")
+	numa := fs.Bool("numa", false, "read numa_maps of every shown process (slow on large processes; default: instance main processes on multi-node hosts)")
+	watch := fs.Float64("watch", 0, "re-scan and redraw every SECONDS until interrupted")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(env.Stderr, "dbhost mem:", err)
+		return ExitError
+	}
+	if *format != "text" && *format != "json" {
+		return fail(fmt.Errorf("unknown format %q (text, json)", *format))
+	}
+	switch *sortBy {
+	case "rss", "pss", "uss", "swap":
+	default:
+		return fail(fmt.Errorf("unknown sort %q (rss, pss, uss, swap)", *sortBy))
+	}
+	if *top < 0 || *watch < 0 {
+		return fail(fmt.Errorf("--top and --watch must not be negative"))
+	}
+	opt := mem.Options{NUMA: *numa}
+	for _, p := range pids {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return fail(fmt.Errorf("--pid: %q is not a process ID", p))
+		}
+		opt.PIDs = append(opt.PIDs, n)
+	}
+	e, err := mem.ParseEngine(*eng)
+	if err != nil {
+		return fail(err)
+	}
+	opt.Engine = e
+	h, err := host.Open(*root)
+	if err != nil {
+		return fail(err)
+	}
+	defer h.Close()
+	ro := mem.RenderOptions{Sort: *sortBy, Top: *top}
+	render := func(r *mem.Report) error {
+		if *format == "json" {
+			return mem.JSON(env.Stdout, r, ro)
+		}
+		return mem.Text(env.Stdout, r, ro)
+	}
+	if *watch == 0 {
+		r, err := mem.Scan(ctx, h, opt)
+		if err != nil {
+			return fail(err)
+		}
+		if err := render(r); err != nil {
+			return fail(err)
+		}
+		return ExitOK
+	}
+	interval := time.Duration(*watch * float64(time.Second))
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		r, err := mem.Scan(ctx, h, opt)
+		if ctx.Err() != nil {
+			return ExitOK // Ctrl-C ends a watch
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if *format == "text" && isTerminal(env.Stdout) {
+			fmt.Fprint(env.Stdout, "\x1b[H\x1b[2J") // redraw in place
+		}
+		if *format == "text" {
+			fmt.Fprintf(env.Stdout, "dbhost mem, every %s — %s (Ctrl-C to stop)\n\n", interval, r.Time.Local().Format(time.TimeOnly))
+		}
+		if err := render(r); err != nil {
+			return fail(err)
+		}
+		select {
+		case <-ctx.Done():
+			return ExitOK
+		case <-tick.C:
+		}
+	}
+}

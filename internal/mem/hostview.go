@@ -1,0 +1,182 @@
+package mem
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+// hostView reconciles /proc/meminfo with the processes and regions read.
+func (s *scanner) hostView(r *Report, live []*proc, regions []*Region) {
+	v := &r.Host
+	b, err := s.h.ReadFile("/proc/meminfo")
+	if err != nil {
+		v.Err = host.Explain(err)
+		return
+	}
+	mi := facts.ParseSmapsRollup(string(b)) // "Key: N kB" lines, in bytes
+	v.MemTotal, v.MemFree, v.MemAvailable = mi["MemTotal"], mi["MemFree"], mi["MemAvailable"]
+
+	var anonPSS, anonRSS, hugeOutside uint64
+	pssAnonAll := true
+	for _, p := range live {
+		v.ProcessesOwn += p.Own
+		anonPSS += p.PSSAnon
+		anonRSS += p.Anon
+		hugeOutside += p.hugetlbOutside
+		pssAnonAll = pssAnonAll && p.pssAnonOK
+	}
+	var shmRegions, hugeRegions uint64
+	lowerBound := 0
+	onDev := map[[2]uint32]uint64{}
+	for _, rg := range regions {
+		v.RegionsResident += rg.Resident
+		if !rg.ResidentKnown {
+			lowerBound++
+		}
+		switch {
+		case rg.Kind == KindHugetlb || rg.Kind == KindHugetlbfs || (rg.Kind == KindSysV && rg.PageSize > 4096) ||
+			(rg.Kind == KindMemfd && rg.PageSize > 4096):
+			hugeRegions += rg.Resident
+		case rg.Kind == KindPOSIX || rg.Kind == KindTmpfs:
+			onDev[[2]uint32{rg.key.major, rg.key.minor}] += rg.Resident
+		default:
+			shmRegions += rg.Resident
+		}
+	}
+	v.Accounted = v.ProcessesOwn + v.RegionsResident
+	unread := 0
+	for _, u := range r.Unreadable {
+		unread += u.Count
+	}
+	unreadNote := ""
+	if unread > 0 {
+		unreadNote = fmt.Sprintf("; includes what the %d unreadable processes hold", unread)
+	}
+
+	// Anonymous pages: the sum of the processes' anonymous PSS counts each
+	// page once; their RSS counts a page shared copy-on-write with a fork
+	// parent once per process.
+	anon := Line{Name: "AnonPages", Kernel: mi["AnonPages"]}
+	if pssAnonAll && len(live) > 0 {
+		anon.ExplainedBy = []Item{{"processes' anonymous PSS", anonPSS}}
+		anon.Note = "Pss_Anon of smaps_rollup; where smaps was read, the PSS of anonymous mappings plus, for file mappings with copy-on-write pages, their PSS in proportion; unexplained: processes not read, pages moving during the scan" + unreadNote
+	} else {
+		anon.ExplainedBy = []Item{{"processes' private anonymous RSS (RssAnon)", anonRSS}}
+		anon.Note = "this kernel has no Pss_Anon: pages shared copy-on-write after fork count once per process, so the sum can exceed AnonPages" + unreadNote
+	}
+	v.Lines = append(v.Lines, finish(anon))
+
+	// Shared memory: regions on the kernel's internal mount, plus what
+	// every tmpfs holds (POSIX shm lives on /dev/shm).
+	shm := Line{Name: "Shmem", Kernel: mi["Shmem"]}
+	shm.ExplainedBy = append(shm.ExplainedBy, Item{"shared regions (anonymous, System V, memfd), resident", shmRegions})
+	var tmpfsUsed uint64
+	for _, m := range s.mounts.list {
+		if m.fstype == "hugetlbfs" {
+			continue
+		}
+		t := TmpfsUsage{Mount: m.point, Dev: fmt.Sprintf("%d:%d", m.major, m.minor), Regions: onDev[[2]uint32{m.major, m.minor}]}
+		st, err := s.st.Statfs(m.point)
+		if err != nil {
+			t.Err = host.Explain(err)
+		} else {
+			t.Used = st.Used()
+			tmpfsUsed += t.Used
+		}
+		v.Tmpfs = append(v.Tmpfs, t)
+	}
+	sort.SliceStable(v.Tmpfs, func(a, b int) bool { return v.Tmpfs[a].Used > v.Tmpfs[b].Used })
+	shm.ExplainedBy = append(shm.ExplainedBy, Item{"tmpfs files (used blocks of every tmpfs, POSIX shm regions included)", tmpfsUsed})
+	shm.Note = "unexplained: shared regions no process maps (held only by a file descriptor), regions of processes not read"
+	if lowerBound > 0 {
+		shm.Note += fmt.Sprintf("; %d regions' resident size is a lower bound (not root)", lowerBound)
+	}
+	v.Lines = append(v.Lines, finish(shm))
+
+	// Huge pages in use (all pool sizes) against the hugetlb regions and
+	// the processes' private hugetlb mappings.
+	hugeUsed, hugePool := hugetlbUsage(s.h, mi)
+	if hugePool > 0 || hugeRegions > 0 || hugeOutside > 0 {
+		hl := Line{Name: "Hugetlb (in use)", Kernel: hugeUsed, ExplainedBy: []Item{
+			{"hugetlb regions, resident", hugeRegions},
+			{"processes' hugetlb pages outside regions", hugeOutside},
+		}, Note: "reserved but not yet faulted pages are free in the pool, not in use"}
+		v.Lines = append(v.Lines, finish(hl))
+	}
+
+	// The kernel's other counters: caches and its own memory.
+	cached := mi["Cached"]
+	items := []Item{
+		{"AnonPages", mi["AnonPages"]},
+		{"Shmem", mi["Shmem"]},
+		{"file cache (Cached - Shmem)", sub(cached, mi["Shmem"])},
+		{"Buffers", mi["Buffers"]},
+		{"SwapCached", mi["SwapCached"]},
+		{"Slab reclaimable (SReclaimable)", mi["SReclaimable"]},
+		{"Slab unreclaimable (SUnreclaim)", mi["SUnreclaim"]},
+		{"KernelStack", mi["KernelStack"]},
+		{"PageTables", mi["PageTables"]},
+		{"SecPageTables", mi["SecPageTables"]},
+		{"Percpu", mi["Percpu"]},
+		{"Zswap pool", mi["Zswap"]},
+		{"Hugetlb pool", hugePool},
+	}
+	var itemised uint64
+	for _, it := range items {
+		itemised += it.Bytes
+		if it.Bytes > 0 {
+			v.Kernel = append(v.Kernel, it)
+		}
+	}
+	v.Unitemised = int64(sub(v.MemTotal, v.MemFree)) - int64(itemised)
+}
+
+func finish(l Line) Line {
+	for _, it := range l.ExplainedBy {
+		l.Explained += it.Bytes
+	}
+	l.Unexplained = int64(l.Kernel) - int64(l.Explained)
+	return l
+}
+
+// hugetlbUsage sums every huge page pool (/sys/kernel/mm/hugepages): bytes
+// in use and the pool's size. Without sysfs it falls back to meminfo's
+// default-size counters.
+func hugetlbUsage(h *host.Host, mi map[string]uint64) (used, pool uint64) {
+	const dir = "/sys/kernel/mm/hugepages"
+	names, err := h.ReadDir(dir)
+	if err == nil {
+		found := false
+		for _, n := range names {
+			kb, ok := strings.CutPrefix(n, "hugepages-")
+			if !ok {
+				continue
+			}
+			size, err := strconv.ParseUint(strings.TrimSuffix(kb, "kB"), 10, 64)
+			if err != nil {
+				continue
+			}
+			nr, ok1 := h.Read(dir + "/" + n + "/nr_hugepages").Int()
+			free, ok2 := h.Read(dir + "/" + n + "/free_hugepages").Int()
+			if !ok1 || !ok2 {
+				continue
+			}
+			found = true
+			pool += uint64(nr) * size << 10
+			if nr > free {
+				used += uint64(nr-free) * size << 10
+			}
+		}
+		if found {
+			return used, pool
+		}
+	}
+	size := mi["Hugepagesize"]
+	total, free := mi["HugePages_Total"], mi["HugePages_Free"]
+	return sub(total, free) * size, total * size
+}
