@@ -50,6 +50,8 @@ func commands() []command {
 		{"collect", "write a snapshot of what the checks read, without secrets", runCollect},
 		{"checks", "list the check catalog", runChecks},
 		{"fix", "render the persistent files that fix the findings", runFix},
+		{"mem", "account memory truthfully: processes, shared regions counted once, instances, NUMA", runMem},
+		{"contention", "judge context switches per core and per query against this host's capacity", runContention},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dbhost/dbhost/internal/contention"
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+func runContention(ctx context.Context, env Env, args []string) int {
+	fs := newFlagSet(env, "contention", "[flags]")
+	var src sourceFlags
+	src.register(fs, false)
+	interval := fs.Duration("interval", contention.DefaultInterval, "how long to measure")
+	format := fs.String("format", "text", "output format: text or json (with --watch: one JSON object per line)")
+	watch := fs.Bool("watch", false, "measure again and again, redrawing, until interrupted")
+	probe := fs.Bool("probe", false, "measure this host's context-switch capacity and store it in --state")
+	probeTime := fs.Duration("probe-time", contention.DefaultProbeTime, "how long --probe runs (it keeps every CPU busy)")
+	state := fs.String("state", contention.DefaultStateFile, "file holding the probe result")
+	var pids, engines listFlag
+	fs.Var(&pids, "pid", "only the instances holding these PIDs (comma-separated, repeatable)")
+	fs.Var(&engines, "engine", "only these engines: postgres, mysql (also mariadb), redis, mongodb")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(env.Stderr, "dbhost contention:", err)
+		return ExitError
+	}
+	if *format != "text" && *format != "json" {
+		return fail(fmt.Errorf("unknown format %q (want text or json)", *format))
+	}
+	if *interval < 100*time.Millisecond {
+		return fail(fmt.Errorf("--interval %s is too short (at least 100ms)", *interval))
+	}
+	opts := contention.Options{Engine: engine.Options{PGDSN: src.pgDSN, MySQLDSN: src.mysqlDSN, NoConnect: src.noConnect}}
+	for _, p := range pids {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return fail(fmt.Errorf("--pid %q is not a process ID", p))
+		}
+		opts.PIDs = append(opts.PIDs, n)
+	}
+	for _, e := range engines {
+		en, err := parseEngine(e)
+		if err != nil {
+			return fail(err)
+		}
+		opts.Engines = append(opts.Engines, en)
+	}
+	h, err := host.Open(src.root)
+	if err != nil {
+		return fail(err)
+	}
+	defer h.Close()
+
+	if *probe {
+		r, err := contention.Probe(ctx, h, *probeTime)
+		if err != nil {
+			return fail(err)
+		}
+		if *format == "json" {
+			err = contention.WriteJSON(env.Stdout, r, true)
+		} else {
+			err = contention.WriteProbeText(env.Stdout, r)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if err := contention.SaveProbe(*state, r); err != nil {
+			return fail(fmt.Errorf("the probe ran but could not be stored (use --state FILE): %w", err))
+		}
+		if *format == "text" {
+			fmt.Fprintf(env.Stdout, "  stored in %s\n", *state)
+		}
+		return ExitOK
+	}
+
+	capacity := contention.LoadCapacity(h, *state)
+	s, err := contention.NewSampler(ctx, h, opts)
+	if err != nil {
+		return fail(err)
+	}
+	defer s.Close()
+	render := func(w io.Writer, r *contention.Report) error {
+		if *format == "json" {
+			return contention.WriteJSON(w, r, !*watch)
+		}
+		return contention.WriteText(w, r)
+	}
+	if !*watch {
+		r, err := contention.Measure(ctx, s, *interval, capacity)
+		if err != nil {
+			return fail(err)
+		}
+		if err := render(env.Stdout, r); err != nil {
+			return fail(err)
+		}
+		return reportStatus(r)
+	}
+
+	// --watch: consecutive intervals, each sample ending one and starting
+	// the next, until interrupted.
+	redraw := *format == "text" && isTerminal(env.Stdout)
+	a := s.Sample(ctx)
+	if redraw {
+		fmt.Fprintf(env.Stdout, "\x1b[H\x1b[2Jdbhost contention: measuring %s ...\n", *interval)
+	}
+	for {
+		if err := waitInterval(ctx, *interval); err != nil {
+			return ExitOK // interrupted: a normal end of watching
+		}
+		b := s.Sample(ctx)
+		r := contention.Compare(a, b, capacity)
+		if redraw {
+			fmt.Fprintf(env.Stdout, "\x1b[H\x1b[2J")
+		}
+		if err := render(env.Stdout, r); err != nil {
+			return fail(err)
+		}
+		if !redraw && *format == "text" {
+			fmt.Fprintln(env.Stdout)
+		}
+		a = b
+	}
+}
+
+// waitInterval sleeps unless ctx ends first.
+func waitInterval(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// reportStatus is 1 when a verdict warns, 2 when nothing could be judged.
+func reportStatus(r *contention.Report) int {
+	judged, warned := 0, false
+	for _, v := range r.Verdicts {
+		if v.Status != contention.Unknown {
+			judged++
+		}
+		if v.Status == contention.Warning {
+			warned = true
+		}
+	}
+	switch {
+	case warned:
+		return ExitFindings
+	case judged == 0:
+		return ExitError
+	}
+	return ExitOK
+}
+
+func parseEngine(s string) (engine.Engine, error) {
+	switch strings.ToLower(s) {
+	case "postgres", "postgresql", "pg":
+		return engine.Postgres, nil
+	case "mysql", "mariadb", "percona":
+		return engine.MySQL, nil
+	case "redis", "valkey":
+		return engine.Redis, nil
+	case "mongodb", "mongo":
+		return engine.MongoDB, nil
+	}
+	return "", errors.New("unknown engine " + strconv.Quote(s) + " (want postgres, mysql, redis or mongodb)")
+}

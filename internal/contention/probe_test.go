@@ -1,0 +1,117 @@
+package contention
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+// TestProbeStable runs the probe three times; each capacity must be within
+// 20 % of their median. The capacity comes from CPU time per switch, so
+// other tests running at the same time do not lower it.
+func TestProbeStable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps every CPU busy for 3 s")
+	}
+	h := liveHost(t)
+	var runs []*ProbeResult
+	for i := 0; i < 3; i++ {
+		r, err := Probe(context.Background(), h, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("probe %d: %.0f switches/s (%.0f per core on %v), %.0f hand-offs/s, %.2f switches per hand-off, %.0f ns per switch; sub-runs %.0f",
+			i, r.Switches, r.PerCore, r.PinnedCPUs, r.Handoffs, r.SwitchesPerHandoff, r.CostNS, r.SubRunSwitches)
+		if r.SubRuns != 10 || len(r.SubRunSwitches) != 10 || r.Seconds < 0.9 || r.Seconds > 1.5 {
+			t.Errorf("%d sub-runs over %.2f s", r.SubRuns, r.Seconds)
+		}
+		// Each hand-off blocks one thread of a pair pinned to one CPU and
+		// runs the other: one switch, plus whatever else runs.
+		if r.SwitchesPerHandoff < 0.9 || r.SwitchesPerHandoff > 2 {
+			t.Errorf("%.2f switches per hand-off", r.SwitchesPerHandoff)
+		}
+		if r.PerCore < 10_000 || r.CostNS < 50 || r.CostNS > 1e6 || r.Kernel == "" || r.CPUs < len(r.PinnedCPUs) || len(r.PinnedCPUs) == 0 {
+			t.Errorf("implausible probe %+v", r)
+		}
+		if !near(r.PerCore, 1e9/r.CostNS) {
+			t.Errorf("capacity %.0f per core is not 1 s / %.0f ns", r.PerCore, r.CostNS)
+		}
+		// Observed switching cannot beat what the cores can do.
+		if r.Switches > 1.2*r.PerCore*float64(len(r.PinnedCPUs)) {
+			t.Errorf("observed %.0f switches/s > capacity %.0f x %d CPUs", r.Switches, r.PerCore, len(r.PinnedCPUs))
+		}
+		runs = append(runs, r)
+	}
+	rates := []float64{runs[0].PerCore, runs[1].PerCore, runs[2].PerCore}
+	sort.Float64s(rates)
+	med := rates[1]
+	for _, r := range runs {
+		if !within(r.PerCore, med, 0.20) {
+			t.Errorf("probe results %.0f are not within 20 %% of their median %.0f", rates, med)
+			break
+		}
+	}
+}
+
+func TestProbeNeedsLiveSystem(t *testing.T) {
+	h, err := host.Open(filepath.Join("testdata", "rec", "t0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Probe(context.Background(), h, time.Second); err == nil || !strings.Contains(err.Error(), "live") {
+		t.Errorf("probe on a recorded tree: %v", err)
+	}
+	if _, err := Probe(context.Background(), liveHost(t), time.Millisecond); err == nil {
+		t.Error("a 1 ms probe ran")
+	}
+}
+
+// TestCapacityState stores a probe and reads it back as the capacity, and
+// flags one taken on another kernel and CPU count as stale.
+func TestCapacityState(t *testing.T) {
+	h := liveHost(t)
+	kernel := h.Read("/proc/sys/kernel/osrelease").Value
+	cpus, err := onlineCPUs(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "var", "lib", "dbhost")
+	file := filepath.Join(dir, "contention-probe.json")
+	p := &ProbeResult{Version: stateVersion, Measured: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), Kernel: kernel,
+		CPUModel: cpuModel(h), CPUs: len(cpus), PinnedCPUs: cpus, Switches: 740e3, PerCore: 370e3}
+	if err := SaveProbe(file, p); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{dir: 0o755 | os.ModeDir, file: 0o644} {
+		if fi, err := os.Stat(path); err != nil || fi.Mode() != want {
+			t.Errorf("%s: mode %v (%v), want %v", path, fi.Mode(), err, want)
+		}
+	}
+	c := LoadCapacity(h, file)
+	if c.Source != "probe" || c.PerCore != 370e3 || c.Stale != "" || c.Measured == nil || !c.Measured.Equal(p.Measured) || !strings.Contains(c.Note, "2026-03-01") {
+		t.Errorf("stored probe read back as %+v", c)
+	}
+
+	p.Kernel, p.CPUs = "4.19.0-old", len(cpus)+6
+	if err := SaveProbe(file, p); err != nil {
+		t.Fatal(err)
+	}
+	c = LoadCapacity(h, file)
+	if c.Source != "probe" || !strings.Contains(c.Stale, "4.19.0-old") || !strings.Contains(c.Stale, "CPUs") || !strings.Contains(c.Note, "stale") {
+		t.Errorf("probe from another kernel and CPU count: %+v", c)
+	}
+
+	if c := LoadCapacity(h, filepath.Join(dir, "none.json")); c.Source != "assumed" || c.PerCore != AssumedPerCore || !strings.Contains(c.Note, "no probe stored") {
+		t.Errorf("no state file: %+v", c)
+	}
+	os.WriteFile(file, []byte("{not json"), 0o644)
+	if c := LoadCapacity(h, file); c.Source != "assumed" || !strings.Contains(c.Note, "does not hold") {
+		t.Errorf("garbage state file: %+v", c)
+	}
+}
