@@ -2,6 +2,11 @@
 // that every change can be undone: before a value is written, the old one is
 // saved to a journal file on disk; Restore writes the old values back in
 // reverse order. A journal left behind by a crash is restored by Recover.
+//
+// Changes that are not kernel files (a database parameter, a throwaway
+// database cluster) are recorded with Record under a kind whose undo
+// function a package registered with RegisterKind; Restore and Recover call
+// it with the recorded data, newest change first.
 package journal
 
 import (
@@ -21,12 +26,67 @@ import (
 	"github.com/dbhost/dbhost/internal/safefile"
 )
 
-// Change is one knob write and the value it replaced.
+// Change is one knob write and the value it replaced, or (Kind set) one
+// recorded action and the data its undo needs.
 type Change struct {
-	Path string `json:"path"`
-	Old  string `json:"old"`
-	New  string `json:"new"`
+	Path string `json:"path,omitempty"`
+	Old  string `json:"old,omitempty"`
+	New  string `json:"new,omitempty"`
+	// Kind names a registered undo function; empty for a kernel knob.
+	Kind string          `json:"kind,omitempty"`
+	What string          `json:"what,omitempty"` // for people reading the journal
+	Data json.RawMessage `json:"data,omitempty"`
 }
+
+// Undo reverts one recorded action. It must be idempotent: a crash during
+// Restore runs it again at the next Recover.
+type Undo func(data json.RawMessage) error
+
+var (
+	kindsMu sync.Mutex
+	kinds   = map[string]Undo{}
+)
+
+// RegisterKind makes kind's undo known to Restore and Recover. Packages
+// register in init, so that 'recover' in a new process knows every kind.
+func RegisterKind(kind string, undo Undo) {
+	kindsMu.Lock()
+	defer kindsMu.Unlock()
+	if _, dup := kinds[kind]; dup {
+		panic("journal: kind registered twice: " + kind)
+	}
+	kinds[kind] = undo
+}
+
+func undoFor(kind string) (Undo, bool) {
+	kindsMu.Lock()
+	defer kindsMu.Unlock()
+	u, ok := kinds[kind]
+	return u, ok
+}
+
+// Record journals an action before the caller performs it: data is what
+// kind's undo needs. The journal is on disk (fsynced) when Record returns.
+func (j *Journal) Record(kind, what string, data any) error {
+	if _, ok := undoFor(kind); !ok {
+		return fmt.Errorf("journal: no undo registered for kind %q", kind)
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.changes = append(j.changes, Change{Kind: kind, What: what, Data: b})
+	if err := j.save(); err != nil {
+		j.changes = j.changes[:len(j.changes)-1]
+		return err
+	}
+	return nil
+}
+
+// File is the journal's path.
+func (j *Journal) File() string { return j.file }
 
 // Journal records changes in a file.
 type Journal struct {
@@ -95,13 +155,21 @@ func (j *Journal) Restore() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var errs []error
+	var failed []Change
 	for i := len(j.changes) - 1; i >= 0; i-- {
 		c := j.changes[i]
-		if err := writeKnob(c.Path, c.Old); err != nil {
-			errs = append(errs, fmt.Errorf("restore %s to %q: %w", c.Path, c.Old, err))
+		if err := undo(c); err != nil {
+			errs = append(errs, err)
+			failed = append([]Change{c}, failed...)
 		}
 	}
 	if len(errs) > 0 {
+		// Keep only what is still to undo, so a later Recover retries it
+		// and does not redo what already succeeded.
+		j.changes = failed
+		if err := j.save(); err != nil {
+			errs = append(errs, err)
+		}
 		return errors.Join(errs...)
 	}
 	j.changes = nil
@@ -110,6 +178,23 @@ func (j *Journal) Restore() error {
 		return nil
 	}
 	return err
+}
+
+func undo(c Change) error {
+	if c.Kind == "" {
+		if err := writeKnob(c.Path, c.Old); err != nil {
+			return fmt.Errorf("restore %s to %q: %w", c.Path, c.Old, err)
+		}
+		return nil
+	}
+	u, ok := undoFor(c.Kind)
+	if !ok {
+		return fmt.Errorf("undo %s (%s): kind %q unknown to this program", c.What, c.Kind, c.Kind)
+	}
+	if err := u(c.Data); err != nil {
+		return fmt.Errorf("undo %s: %w", c.What, err)
+	}
+	return nil
 }
 
 // Changes returns the journaled changes, oldest first.
