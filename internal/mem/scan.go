@@ -584,6 +584,11 @@ func sub(a, b uint64) uint64 {
 // explainShort groups errors for the one-line unreadable summary.
 func explainShort(err error) string {
 	if host.IsPermission(err) {
+		if os.Geteuid() == 0 {
+			// Root is refused by ptrace access rules for some processes
+			// (another user namespace, a process marked non-dumpable).
+			return "permission denied even to root (ptrace access check: another user namespace or a non-dumpable process)"
+		}
 		return "permission denied (run dbhost as root to read other users' processes)"
 	}
 	var pe interface{ Unwrap() error }
