@@ -6,7 +6,6 @@ package testdb
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/dbhost/dbhost/internal/journal"
+	"github.com/dbhost/dbhost/internal/pgcluster/pgbin"
 )
 
 // Required reports whether integration prerequisites must be present
@@ -223,23 +223,7 @@ func dial(network, addr string) bool {
 }
 
 // PostgresBin finds the newest installed PostgreSQL server binaries.
-func PostgresBin() (string, error) {
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(a, b int) bool {
-		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[a])))
-		vb, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[b])))
-		return va < vb
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if _, err := os.Stat(filepath.Join(dirs[i], "postgres")); err == nil {
-			return dirs[i], nil
-		}
-	}
-	if p, err := exec.LookPath("postgres"); err == nil {
-		return filepath.Dir(p), nil
-	}
-	return "", errors.New("no PostgreSQL server installed (apt-get install postgresql)")
-}
+func PostgresBin() (string, error) { return pgbin.Dir() }
 
 // Postgres starts a private PostgreSQL: initdb in a temporary directory,
 // trust authentication on its own socket directory and a free loopback port.
