@@ -1,0 +1,597 @@
+package knob
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/dbhost/dbhost/internal/engine"
+	enginemysql "github.com/dbhost/dbhost/internal/engine/mysql"
+	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/journal"
+	"github.com/dbhost/dbhost/internal/workload"
+)
+
+// Journal kinds of MySQL/MariaDB changes.
+const (
+	// KindMySQLGlobal is a SET GLOBAL: the variable's old value.
+	KindMySQLGlobal = "mysql.global"
+	// KindMySQLOptionFile is the option file dbhost adds to the server's
+	// !includedir for variables that are not dynamic.
+	KindMySQLOptionFile = "mysql.optfile"
+)
+
+// OptionFileName is the file dbhost writes into the server's last
+// !includedir directory: read last, so that it wins over the packaged
+// files of the same directory.
+const OptionFileName = "zz-dbhost-experiment.cnf"
+
+const myTimeout = 10 * time.Second
+
+func init() {
+	journal.RegisterKind(KindMySQLGlobal, undoMySQLGlobal)
+	journal.RegisterKind(KindMySQLOptionFile, undoMySQLOptionFile)
+}
+
+// myVar is one MySQL/MariaDB variable as the server describes it.
+type myVar struct {
+	name     string
+	vtype    string // MariaDB's VARIABLE_TYPE; "" when the server does not say (MySQL)
+	readOnly bool
+	origin   string // MariaDB's GLOBAL_VALUE_ORIGIN: COMPILE-TIME, CONFIG, COMMAND-LINE, SQL, AUTO
+	min, max string
+	block    string
+	enum     []string
+	want     string // normalised value asked for
+	arg      any    // the value as SET GLOBAL takes it
+}
+
+// myServer is where a MySQL connection goes and what it found there.
+type myServer struct {
+	net, addr, user string
+	dataDir         string
+	pidFile         string
+}
+
+func (s myServer) key() string { return s.addr + "|" + s.user }
+
+// myConfig builds the driver configuration for a target.
+func myConfig(t *workload.Target) *gomysql.Config {
+	cfg := gomysql.NewConfig()
+	cfg.User, cfg.Passwd = t.User, t.Password
+	if strings.HasPrefix(t.Host, "/") {
+		cfg.Net, cfg.Addr = "unix", t.Host
+	} else {
+		h, port := t.Host, t.Port
+		if h == "" {
+			h = "localhost"
+		}
+		if port == 0 {
+			port = 3306
+		}
+		cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(h, strconv.Itoa(port))
+	}
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = myTimeout, myTimeout, myTimeout
+	cfg.InterpolateParams = true
+	cfg.Logger = &gomysql.NopLogger{}
+	return cfg
+}
+
+func openMySQL(cfg *gomysql.Config) (*sql.DB, error) {
+	c, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(c)
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+// myConnect opens the target and reads where its data lives.
+func (a *Applier) myConnect(ctx context.Context) (*sql.DB, myServer, error) {
+	if a.t.Engine != engine.MySQL || a.t.MySQL == nil {
+		return nil, myServer{}, errors.New("the target is not a MySQL/MariaDB server")
+	}
+	cfg := myConfig(a.t.MySQL)
+	db, err := openMySQL(cfg)
+	if err != nil {
+		return nil, myServer{}, err
+	}
+	s := myServer{net: cfg.Net, addr: cfg.Addr, user: cfg.User}
+	if err := db.QueryRowContext(ctx, "SELECT @@datadir, @@pid_file").Scan(&s.dataDir, &s.pidFile); err != nil {
+		db.Close()
+		return nil, s, fmt.Errorf("connect to %s: %w", a.t.MySQL, err)
+	}
+	s.dataDir = filepath.Clean(s.dataDir)
+	if s.pidFile != "" && !filepath.IsAbs(s.pidFile) {
+		s.pidFile = filepath.Join(s.dataDir, s.pidFile)
+	}
+	if a.t.DataDir != "" && !samePath(a.t.DataDir, s.dataDir) {
+		db.Close()
+		return nil, s, fmt.Errorf("the connection reaches the server of %s, not of %s", s.dataDir, a.t.DataDir)
+	}
+	registerPassword(s.key(), a.t.MySQL.Password)
+	return db, s, nil
+}
+
+// planMySQL looks every variable up and checks its value; restart says one
+// of them is not dynamic.
+func (a *Applier) planMySQL(ctx context.Context, items []*item) (restart bool, err error) {
+	db, srv, err := a.myConnect(ctx)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", items[0].Name, err)
+	}
+	defer db.Close()
+	if err := checkRecoveryLogin(ctx, srv); err != nil {
+		return false, err
+	}
+	var errs []error
+	var static []*item
+	for _, it := range items {
+		v, err := lookupMySQL(ctx, db, strings.TrimPrefix(it.Name, "mysql."))
+		if err == nil {
+			err = v.check(it.Value)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", it.Name, err))
+			continue
+		}
+		var old sql.NullString
+		if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL."+myIdent(v.name)).Scan(&old); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", it.Name, err))
+			continue
+		}
+		if !old.Valid {
+			errs = append(errs, fmt.Errorf("%s: its present value is NULL, which SET GLOBAL cannot put back", it.Name))
+			continue
+		}
+		it.mysql = v
+		if v.readOnly {
+			static = append(static, it)
+		}
+	}
+	if len(static) > 0 {
+		restart = true
+		if _, err := a.myOptionFile(ctx, srv, static); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return restart, errors.Join(errs...)
+}
+
+// myIdent quotes a variable name for @@GLOBAL. and SET GLOBAL.
+func myIdent(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }
+
+func lookupMySQL(ctx context.Context, db *sql.DB, name string) (*myVar, error) {
+	v := &myVar{name: name}
+	var scope, ro, enum, min, max, block sql.NullString
+	err := db.QueryRowContext(ctx, `SELECT VARIABLE_TYPE, READ_ONLY, VARIABLE_SCOPE, GLOBAL_VALUE_ORIGIN,
+		NUMERIC_MIN_VALUE, NUMERIC_MAX_VALUE, NUMERIC_BLOCK_SIZE, ENUM_VALUE_LIST
+		FROM information_schema.SYSTEM_VARIABLES WHERE VARIABLE_NAME = ?`, strings.ToUpper(name)).
+		Scan(&v.vtype, &ro, &scope, &v.origin, &min, &max, &block, &enum)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, errors.New("no such variable on this server")
+	case err != nil:
+		// MySQL has no SYSTEM_VARIABLES table: whether the variable is
+		// dynamic shows when SET GLOBAL refuses it.
+		var n, val string
+		like := strings.NewReplacer(`\`, `\\`, `_`, `\_`, `%`, `\%`).Replace(name)
+		if err := db.QueryRowContext(ctx, "SHOW GLOBAL VARIABLES LIKE ?", like).Scan(&n, &val); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil, errors.New("no such variable on this server")
+			}
+			return nil, err
+		}
+		return v, nil
+	}
+	if scope.String == "SESSION ONLY" {
+		return nil, errors.New("a session-only variable: it has no global value to set")
+	}
+	v.readOnly = ro.String == "YES"
+	v.min, v.max, v.block = min.String, max.String, block.String
+	if enum.String != "" {
+		v.enum = strings.Split(enum.String, ",")
+	}
+	return v, nil
+}
+
+func (v *myVar) numeric() bool {
+	t := v.vtype
+	return strings.HasPrefix(t, "INT") || strings.HasPrefix(t, "BIGINT") || strings.HasPrefix(t, "DOUBLE")
+}
+
+// check validates a value and works out how SET GLOBAL takes it: numbers
+// as numbers (size suffixes K, M, G, T resolved: SET GLOBAL does not read
+// them), booleans as ON/OFF, enum values as the server lists them.
+func (v *myVar) check(value string) error {
+	value = strings.TrimSpace(value)
+	switch {
+	case v.vtype == "BOOLEAN":
+		on, ok := enginemysql.IsOn(value)
+		if !ok {
+			return fmt.Errorf("%q is not a boolean (ON, OFF)", value)
+		}
+		v.want, v.arg = "OFF", "OFF"
+		if on {
+			v.want, v.arg = "ON", "ON"
+		}
+	case v.vtype == "ENUM":
+		for _, e := range v.enum {
+			if strings.EqualFold(e, value) {
+				v.want, v.arg = e, e
+				return nil
+			}
+		}
+		return fmt.Errorf("%q is not one of %s", value, strings.Join(v.enum, ", "))
+	case strings.HasPrefix(v.vtype, "DOUBLE"):
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", value)
+		}
+		if err := v.bounds(f, value); err != nil {
+			return err
+		}
+		v.want, v.arg = strconv.FormatFloat(f, 'f', -1, 64), f
+	case v.numeric():
+		n, err := myInt(value)
+		if err != nil {
+			return err
+		}
+		if err := v.bounds(n, value); err != nil {
+			return err
+		}
+		if b, err := strconv.ParseFloat(v.block, 64); err == nil && b > 1 && math.Mod(n, b) != 0 {
+			return fmt.Errorf("%q is not a multiple of %s (the server would round it)", value, v.block)
+		}
+		v.want, v.arg = strconv.FormatFloat(n, 'f', -1, 64), int64OrUint(n)
+	case v.vtype == "":
+		// Type unknown (MySQL): numbers as numbers, the rest as text.
+		if n, err := myInt(value); err == nil {
+			v.want, v.arg = strconv.FormatFloat(n, 'f', -1, 64), int64OrUint(n)
+		} else {
+			v.want, v.arg = value, value
+		}
+	default:
+		v.want, v.arg = value, value
+	}
+	return nil
+}
+
+// myInt reads an integer with an optional K, M, G, T suffix.
+func myInt(value string) (float64, error) {
+	if n, err := strconv.ParseInt(value, 10, 64); err == nil {
+		return float64(n), nil
+	}
+	if n, ok := enginemysql.ParseSize(value); ok {
+		return float64(n), nil
+	}
+	return 0, fmt.Errorf("%q is not a number (a size may end in K, M, G, T)", value)
+}
+
+func int64OrUint(n float64) any {
+	if n > math.MaxInt64 {
+		return uint64(n)
+	}
+	return int64(n)
+}
+
+func (v *myVar) bounds(n float64, value string) error {
+	if lo, err := strconv.ParseFloat(v.min, 64); err == nil && n < lo {
+		return fmt.Errorf("%q is below the minimum %s", value, v.min)
+	}
+	if hi, err := strconv.ParseFloat(v.max, 64); err == nil && n > hi {
+		return fmt.Errorf("%q is above the maximum %s", value, v.max)
+	}
+	return nil
+}
+
+// same compares a wanted value with one read back.
+func (v *myVar) same(got string) bool {
+	want := v.want
+	if on, ok := enginemysql.IsOn(want); ok && (v.vtype == "BOOLEAN" || v.vtype == "") {
+		g, ok := enginemysql.IsOn(got)
+		return ok && g == on
+	}
+	w, err1 := strconv.ParseFloat(want, 64)
+	g, err2 := strconv.ParseFloat(got, 64)
+	if err1 == nil && err2 == nil {
+		return w == g || math.Abs(w-g) <= 1e-9*math.Max(math.Abs(w), math.Abs(g))
+	}
+	if v.vtype == "FLAGSET" {
+		// optimizer_switch='index_merge=off' reads back as the whole set.
+		have := map[string]bool{}
+		for _, f := range strings.Split(strings.ToLower(got), ",") {
+			have[strings.TrimSpace(f)] = true
+		}
+		for _, f := range strings.Split(strings.ToLower(want), ",") {
+			if f = strings.TrimSpace(f); f != "" && f != "default" && !have[f] {
+				return false
+			}
+		}
+		return true
+	}
+	return strings.EqualFold(strings.TrimSpace(want), strings.TrimSpace(got))
+}
+
+// mysqlGlobal is the journal data of KindMySQLGlobal. No password: the
+// undo logs in as dbhost does without one (socket authentication or
+// ~/.my.cnf), or, in the process that made the change, with the one given.
+type mysqlGlobal struct {
+	Net      string `json:"net"`
+	Addr     string `json:"addr"`
+	User     string `json:"user"`
+	DataDir  string `json:"data_dir"`
+	Variable string `json:"variable"`
+	Old      string `json:"old"`
+	Type     string `json:"type,omitempty"`
+	// Started is when the server started (Unix seconds): a server started
+	// later has lost the SET GLOBAL, so there is nothing to undo.
+	Started int64 `json:"started"`
+}
+
+// applyMySQLGlobal journals each dynamic variable's old value and sets it.
+func (a *Applier) applyMySQLGlobal(ctx context.Context, items []*item) error {
+	db, srv, err := a.myConnect(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	uptime, err := myUptime(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("reading the server's uptime: %w", err)
+	}
+	started := time.Now().Unix() - uptime
+	for _, it := range items {
+		v := it.mysql
+		if v.readOnly {
+			continue
+		}
+		var old sql.NullString
+		if err := conn.QueryRowContext(ctx, "SELECT @@GLOBAL."+myIdent(v.name)).Scan(&old); err != nil {
+			return fmt.Errorf("%s: %w", it.Name, err)
+		}
+		if !old.Valid {
+			return fmt.Errorf("%s: its present value is NULL, which SET GLOBAL cannot put back", it.Name)
+		}
+		data := mysqlGlobal{Net: srv.net, Addr: srv.addr, User: srv.user, DataDir: srv.dataDir,
+			Variable: v.name, Old: old.String, Type: v.vtype, Started: started}
+		if err := a.j.Record(KindMySQLGlobal, fmt.Sprintf("MySQL %s: SET GLOBAL %s", srv.dataDir, v.name), data); err != nil {
+			return fmt.Errorf("%s: journaling: %w", it.Name, err)
+		}
+		if _, err := conn.ExecContext(ctx, "SET GLOBAL "+myIdent(v.name)+" = ?", v.arg); err != nil {
+			return fmt.Errorf("%s: the server refused %q: %w", it.Name, it.Value, err)
+		}
+		if w := myWarnings(ctx, conn); w != "" {
+			it.mysqlWarn = w
+		}
+	}
+	return nil
+}
+
+// myUptime reads the server's uptime in seconds.
+func myUptime(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (int64, error) {
+	var name string
+	var uptime int64
+	err := q.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Uptime'").Scan(&name, &uptime)
+	return uptime, err
+}
+
+// myWarnings returns the warnings of the last statement (a value the
+// server clamped says so only here).
+func myWarnings(ctx context.Context, conn *sql.Conn) string {
+	rows, err := conn.QueryContext(ctx, "SHOW WARNINGS")
+	if err != nil {
+		return ""
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var level, msg string
+		var code int
+		if rows.Scan(&level, &code, &msg) == nil {
+			out = append(out, msg)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// readBackMySQL reads every variable on a new connection.
+func (a *Applier) readBackMySQL(ctx context.Context, items []*item) (map[string]string, error) {
+	db, _, err := a.myConnect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	out := map[string]string{}
+	var errs []error
+	for _, it := range items {
+		var got sql.NullString
+		if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL."+myIdent(it.mysql.name)).Scan(&got); err != nil {
+			errs = append(errs, fmt.Errorf("%s: reading back: %w", it.Name, err))
+			continue
+		}
+		if !it.mysql.same(got.String) {
+			msg := fmt.Sprintf("%s: wanted %s, the server has %s", it.Name, it.Value, got.String)
+			if it.mysqlWarn != "" {
+				msg += " (" + it.mysqlWarn + ")"
+			}
+			if it.mysql.readOnly {
+				msg += " after a restart with " + OptionFileName
+			}
+			errs = append(errs, errors.New(msg))
+			continue
+		}
+		out[it.Name] = got.String
+	}
+	return out, errors.Join(errs...)
+}
+
+// currentMySQL reads global values.
+func (a *Applier) currentMySQL(ctx context.Context, names []string) (map[string]string, error) {
+	db, _, err := a.myConnect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", names[0], err)
+	}
+	defer db.Close()
+	out := map[string]string{}
+	var errs []error
+	for _, n := range names {
+		var v sql.NullString
+		if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL."+myIdent(strings.TrimPrefix(n, "mysql."))).Scan(&v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n, err))
+			continue
+		}
+		out[n] = v.String
+	}
+	return out, errors.Join(errs...)
+}
+
+// recoveryLogins lists the logins an undo tries, in order: the password
+// this process was given (kept in memory only), ~/.my.cnf, and socket
+// authentication as the recorded and as the invoking user.
+func recoveryLogins(h *host.Host, key, recorded string) []*gomysql.Config {
+	var out []*gomysql.Config
+	add := func(u, pw string) {
+		for _, c := range out {
+			if c.User == u && c.Passwd == pw {
+				return
+			}
+		}
+		c := gomysql.NewConfig()
+		c.User, c.Passwd = u, pw
+		out = append(out, c)
+	}
+	if pw := passwordFor(key); pw != "" {
+		add(recorded, pw)
+	}
+	u, pw, src := enginemysql.ClientCredentials(h)
+	if src != "" {
+		add(u, pw)
+	}
+	add(recorded, "")
+	if cur, err := user.Current(); err == nil {
+		add(cur.Username, "")
+	}
+	return out
+}
+
+// recoveryConnect logs in to a server for an undo and checks it is the
+// one of dataDir. gone is true when no server answers there (then a SET
+// GLOBAL has been lost with it and there is nothing to undo).
+func recoveryConnect(ctx context.Context, netw, addr, usr, dataDir string) (db *sql.DB, gone bool, err error) {
+	h, err := host.Open("/")
+	if err != nil {
+		return nil, false, err
+	}
+	if netw == "unix" {
+		if _, err := os.Stat(addr); errors.Is(err, os.ErrNotExist) {
+			return nil, true, nil
+		}
+	}
+	var errs []string
+	for _, c := range recoveryLogins(h, addr+"|"+usr, usr) {
+		c.Net, c.Addr = netw, addr
+		c.Timeout, c.ReadTimeout, c.WriteTimeout = myTimeout, myTimeout, myTimeout
+		c.InterpolateParams = true
+		c.Logger = &gomysql.NopLogger{}
+		db, err := openMySQL(c)
+		if err != nil {
+			return nil, false, err
+		}
+		var dir string
+		err = db.QueryRowContext(ctx, "SELECT @@datadir").Scan(&dir)
+		if err == nil {
+			if dataDir != "" && !samePath(filepath.Clean(dir), dataDir) {
+				db.Close()
+				return nil, true, nil // another server now answers there
+			}
+			return db, false, nil
+		}
+		db.Close()
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			return nil, true, nil // nothing listens: the server is down
+		}
+		how := "no password"
+		if c.Passwd != "" {
+			how = "password"
+		}
+		errs = append(errs, fmt.Sprintf("as %s (%s): %v", c.User, how, err))
+	}
+	return nil, false, errors.New(strings.Join(errs, "; "))
+}
+
+// checkRecoveryLogin makes sure a later `recover` could log in without the
+// password given now: a change nobody can undo after a crash is not made.
+func checkRecoveryLogin(ctx context.Context, srv myServer) error {
+	c, cancel := context.WithTimeout(ctx, myTimeout)
+	defer cancel()
+	// The in-memory password does not survive a crash: test without it.
+	inproc.Lock()
+	pw := inproc.password[srv.key()]
+	delete(inproc.password, srv.key())
+	inproc.Unlock()
+	defer registerPassword(srv.key(), pw)
+	db, gone, err := recoveryConnect(c, srv.net, srv.addr, srv.user, srv.dataDir)
+	if err == nil && gone {
+		err = errors.New("the server did not answer")
+	}
+	if err != nil {
+		return fmt.Errorf("mysql: after a crash, `dbhost experiment recover` must log in to undo changes, without a password kept anywhere (socket authentication, or [client] user and password in root's ~/.my.cnf), and that fails: %v", err)
+	}
+	db.Close()
+	return nil
+}
+
+func undoMySQLGlobal(raw json.RawMessage) error {
+	var d mysqlGlobal
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return err
+	}
+	if !mysqlName.MatchString(d.Variable) {
+		return fmt.Errorf("journal entry names variable %q", d.Variable)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, gone, err := recoveryConnect(ctx, d.Net, d.Addr, d.User, d.DataDir)
+	if gone {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("connect to %s to set %s back to %q: %w", d.Addr, d.Variable, d.Old, err)
+	}
+	defer db.Close()
+	if uptime, err := myUptime(ctx, db); err == nil {
+		if started := time.Now().Unix() - uptime; started > d.Started+2 {
+			return nil // restarted since: the SET GLOBAL is gone
+		}
+	}
+	v := &myVar{name: d.Variable, vtype: d.Type}
+	if err := v.check(d.Old); err != nil {
+		v.arg = d.Old
+	}
+	if _, err := db.ExecContext(ctx, "SET GLOBAL "+myIdent(d.Variable)+" = ?", v.arg); err != nil {
+		return fmt.Errorf("SET GLOBAL %s = %q: %w", d.Variable, d.Old, err)
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package knob
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+// Variables that are not dynamic are set by an option file dbhost adds and
+// a restart. That is supported when the server reads a !includedir
+// directory (Debian's /etc/mysql/mariadb.conf.d, a --defaults-file that
+// includes one) and the variable is not given on its command line, which
+// would win over any file. dbhost never edits an existing option file.
+
+// mysqlOptionFile is the journal data of KindMySQLOptionFile.
+type mysqlOptionFile struct {
+	DataDir     string    `json:"data_dir"`
+	PIDFile     string    `json:"pid_file"`
+	File        fileState `json:"file"`
+	RestartArgv []string  `json:"restart_argv,omitempty"`
+	RestartUser string    `json:"restart_user,omitempty"`
+}
+
+var mysqlServerComms = []string{"mariadbd", "mysqld"}
+
+// myOptionFile finds where the option file for the static variables goes,
+// and checks that they can take effect from there.
+func (a *Applier) myOptionFile(ctx context.Context, srv myServer, static []*item) (string, error) {
+	names := make([]string, len(static))
+	for i, it := range static {
+		names[i] = it.Name
+	}
+	what := strings.Join(names, ", ") + ": not dynamic, so set by an option file and a restart"
+	if a.t.Restart == nil {
+		return "", fmt.Errorf("%s, and this server may not be restarted", what)
+	}
+	pid := serverProcess(a.h, readPIDFile(srv.pidFile), srv.dataDir, mysqlServerComms...)
+	if pid == 0 {
+		return "", fmt.Errorf("%s, and no server process of %s was found here (pid file %s)", what, srv.dataDir, srv.pidFile)
+	}
+	in, err := mysqlInstance(ctx, a.h, pid)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	if in.IncludeDir == "" {
+		return "", fmt.Errorf("%s, and the server reads no !includedir directory (started with --no-defaults, or no option file includes one): dbhost does not edit existing option files", what)
+	}
+	var errs []error
+	for _, it := range static {
+		name := it.mysql.name
+		fromCmdline := it.mysql.origin == "COMMAND-LINE"
+		if in.MySQL != nil {
+			if s, ok := in.MySQL.Configured[name]; ok && s.Source == "cmdline" {
+				fromCmdline = true
+			}
+		}
+		if fromCmdline {
+			errs = append(errs, fmt.Errorf("%s: set on the server's command line, which overrides option files", it.Name))
+		}
+		if strings.ContainsAny(it.Value, "\"'\\#") {
+			errs = append(errs, fmt.Errorf("%s: %q: quotes, backslashes and # are not written to option files", it.Name, it.Value))
+		}
+	}
+	return filepath.Join(in.IncludeDir, OptionFileName), errors.Join(errs...)
+}
+
+// mysqlInstance describes one server process the way discovery does.
+func mysqlInstance(ctx context.Context, h *host.Host, pid int) (*engine.Instance, error) {
+	st, err := h.ProcStat(pid)
+	if err != nil {
+		return nil, err
+	}
+	status, err := h.Status(pid)
+	if err != nil {
+		return nil, err
+	}
+	p := engine.Process{PID: pid, PPID: st.PPID, Comm: st.Comm, UID: int(status.UIDs[1]), GID: int(status.GIDs[1])}
+	insts, notes := engine.Discover(ctx, h, engine.TableFrom(h, []engine.Process{p}), engine.Options{NoConnect: true})
+	for _, in := range insts {
+		if in.PID == pid && in.Engine == engine.MySQL {
+			return in, nil
+		}
+	}
+	return nil, fmt.Errorf("the server process %d could not be described: %s", pid, strings.Join(notes, "; "))
+}
+
+// applyMySQLFile journals the option file as it is, then writes the
+// static variables into it.
+func (a *Applier) applyMySQLFile(ctx context.Context, items []*item) error {
+	var static []*item
+	for _, it := range items {
+		if it.mysql.readOnly {
+			static = append(static, it)
+		}
+	}
+	if len(static) == 0 {
+		return nil
+	}
+	db, srv, err := a.myConnect(ctx)
+	if err != nil {
+		return err
+	}
+	db.Close()
+	path, err := a.myOptionFile(ctx, srv, static)
+	if err != nil {
+		return err
+	}
+	fs, err := readFileState(path)
+	if err != nil {
+		return err
+	}
+	data := mysqlOptionFile{DataDir: srv.dataDir, PIDFile: srv.pidFile, File: fs,
+		RestartArgv: a.t.RestartArgv, RestartUser: a.t.RestartUser}
+	if err := a.j.Record(KindMySQLOptionFile, "MySQL "+srv.dataDir+": "+path, data); err != nil {
+		return fmt.Errorf("journaling %s: %w", path, err)
+	}
+	var b strings.Builder
+	b.WriteString("# Written by dbhost experiment for variables that need a restart;\n# removed when the experiment ends (or by `dbhost experiment recover`).\n[mysqld]\n")
+	for _, it := range static {
+		fmt.Fprintf(&b, "%s = %s\n", it.mysql.name, it.Value)
+	}
+	want := fileState{Path: path, Exists: true, Content: b.String(), Mode: 0o644}
+	if _, err := want.restore(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// undoMySQLOptionFile puts the option file back (removes dbhost's) and
+// restarts the server unless it has been started since.
+func undoMySQLOptionFile(raw json.RawMessage) error {
+	var d mysqlOptionFile
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return err
+	}
+	if filepath.Base(d.File.Path) != OptionFileName || !filepath.IsAbs(d.File.Path) {
+		return fmt.Errorf("journal entry names %q: not dbhost's option file", d.File.Path)
+	}
+	if _, err := d.File.restore(); err != nil {
+		return fmt.Errorf("restoring %s: %w", d.File.Path, err)
+	}
+	h, err := host.Open("/")
+	if err != nil {
+		return err
+	}
+	pid := serverProcess(h, readPIDFile(d.PIDFile), d.DataDir, mysqlServerComms...)
+	if pid == 0 {
+		return nil // not running: it reads the restored files when it starts
+	}
+	changedAt := d.File.Path
+	if !d.File.Exists {
+		changedAt = filepath.Dir(d.File.Path) // removing a file touches its directory
+	}
+	st, err := os.Stat(changedAt)
+	if err != nil {
+		return err
+	}
+	if startedAfter(h, pid, st.ModTime()) {
+		return nil
+	}
+	if err := restartServer(d.DataDir, d.RestartArgv, d.RestartUser); err != nil {
+		return fmt.Errorf("%s restored, but the server must restart to use it again: %w", d.File.Path, err)
+	}
+	return nil
+}
