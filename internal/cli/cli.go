@@ -52,6 +52,8 @@ func commands() []command {
 		{"fix", "render the persistent files that fix the findings", runFix},
 		{"mem", "account memory truthfully: processes, shared regions counted once, instances, NUMA", runMem},
 		{"contention", "judge context switches per core and per query against this host's capacity", runContention},
+		{"experiment", "prove a tuning change with a real benchmark; always puts the host back", runExperiment},
+		{"results", "list, show, compare and report stored experiments", runResults},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -1,0 +1,316 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/dbhost/dbhost/internal/experiment"
+	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/knob"
+	"github.com/dbhost/dbhost/internal/results"
+)
+
+// ExitInterrupted is the status of an experiment stopped by a signal (the
+// host was restored).
+const ExitInterrupted = 130
+
+// experimentFlags are the flags of 'dbhost experiment'; each overrides the
+// plan file's field when given.
+type experimentFlags struct {
+	file, preset, name        string
+	arms                      []string
+	pg, mysql, osUser         string
+	allowRestart              bool
+	kind, script, benchDB     string
+	clients                   experiment.IntList
+	jobs, scale               int
+	duration, warmup, time    experiment.Duration
+	selectOnly, noPrepare     bool
+	tables, tableSize         int
+	readers, writers          int
+	trials, calibrate         int
+	restart                   bool
+	alpha                     float64
+	equivalence               experiment.Fraction
+	metric                    string
+	seed                      uint64
+	sharedBuffers             experiment.Size
+	dir                       string
+	dataFraction              float64
+	db, journal, format, html string
+}
+
+type armFlag struct{ list *[]string }
+
+func (a armFlag) String() string     { return "" }
+func (a armFlag) Set(v string) error { *a.list = append(*a.list, v); return nil }
+
+func (f *experimentFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.file, "f", "", "read the plan from this YAML file (flags given override it)")
+	fs.StringVar(&f.preset, "preset", "", "a ready-made experiment: "+strings.Join(experiment.PresetNames(), ", "))
+	fs.StringVar(&f.name, "name", "", "name of the experiment (default: the preset or the arms)")
+	fs.Var(armFlag{&f.arms}, "arm", "an arm, 'name: knob=value knob=value' (repeat; the first is the base)")
+	fs.StringVar(&f.pg, "pg", "", "PostgreSQL connection string of the server to test (default: a throwaway cluster)")
+	fs.StringVar(&f.mysql, "mysql", "", "MySQL/MariaDB DSN of the server to test, user:pass@unix(/run/mysqld/mysqld.sock)/db")
+	fs.BoolVar(&f.allowRestart, "allow-restart", false, "let dbhost restart the server (systemd unit) for knobs that need it")
+	fs.StringVar(&f.osUser, "os-user", "", "run pgbench/sysbench as this system user (peer authentication)")
+	fs.StringVar(&f.kind, "workload", "", "pgbench, sysbench or sql (default: pgbench, sysbench for MySQL)")
+	fs.Var(&f.clients, "clients", "client count, or a sweep: 1,2,4,8")
+	fs.IntVar(&f.jobs, "jobs", 0, "pgbench threads (default: min(clients, cores))")
+	fs.Var(&f.duration, "duration", "measured time of a trial (default 30s; presets 20s)")
+	fs.Var(&f.warmup, "warmup", "unmeasured warm-up before each trial (default 10s; presets 5s)")
+	fs.IntVar(&f.scale, "scale", 0, "pgbench scale (default 10; throwaway cluster: sized to shared_buffers)")
+	fs.BoolVar(&f.selectOnly, "select-only", false, "pgbench -S")
+	fs.StringVar(&f.script, "script", "", "pgbench script file, sysbench test (oltp_read_only, ...) or SQL script")
+	fs.IntVar(&f.tables, "tables", 0, "sysbench tables")
+	fs.IntVar(&f.tableSize, "table-size", 0, "sysbench rows per table")
+	fs.IntVar(&f.readers, "readers", 0, "SQL driver reader threads")
+	fs.IntVar(&f.writers, "writers", 0, "SQL driver writer threads")
+	fs.StringVar(&f.benchDB, "bench-db", "", "database for the benchmark tables (default: the DSN's, else dbhost_bench)")
+	fs.BoolVar(&f.noPrepare, "no-prepare", false, "use the benchmark tables already loaded")
+	fs.IntVar(&f.trials, "trials", 0, "budget: total trials over all arms (default 8 per arm)")
+	fs.Var(&f.time, "time", "budget: wall-clock time, e.g. 2h (presets: 12m)")
+	fs.IntVar(&f.calibrate, "calibrate", 0, "run this many A/A trials first and print noise and the smallest detectable change")
+	fs.BoolVar(&f.restart, "restart", false, "restart the database before every trial")
+	fs.Float64Var(&f.alpha, "alpha", 0, "accepted false 'better'/'worse' rate (default 0.05)")
+	fs.Var(&f.equivalence, "equivalence", "change that does not matter, e.g. 2% (default)")
+	fs.StringVar(&f.metric, "metric", "", "judge by throughput (default), p50, p95 or p99")
+	fs.Uint64Var(&f.seed, "seed", 0, "seed of the trial order (default: random, stored)")
+	fs.Var(&f.sharedBuffers, "shared-buffers", "throwaway cluster: shared_buffers (default: sized to the host)")
+	fs.StringVar(&f.dir, "dir", "", "throwaway cluster: parent directory (default: the temporary directory)")
+	fs.Float64Var(&f.dataFraction, "data-fraction", 0, "throwaway cluster: data set as a fraction of shared_buffers (default 0.5)")
+	fs.StringVar(&f.db, "db", results.DefaultPath, "results database")
+	fs.StringVar(&f.journal, "journal", experiment.DefaultJournal, "journal of changes to undo")
+	fs.StringVar(&f.format, "format", "text", "output: text, json or markdown")
+	fs.StringVar(&f.html, "report", "", "also write the HTML report to this file")
+}
+
+// plan builds the plan: the file's, with every flag given on top.
+func (f *experimentFlags) plan(fs *flag.FlagSet) (*experiment.Plan, error) {
+	p := &experiment.Plan{}
+	if f.file != "" {
+		var err error
+		if p, err = experiment.LoadPlan(f.file); err != nil {
+			return nil, err
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	w, pr, t := &p.Workload, &p.Protocol, &p.Target
+	str := func(name string, dst *string, v string) {
+		if set[name] {
+			*dst = v
+		}
+	}
+	num := func(name string, dst *int, v int) {
+		if set[name] {
+			*dst = v
+		}
+	}
+	str("preset", &p.Preset, f.preset)
+	str("name", &p.Name, f.name)
+	str("pg", &t.PG, f.pg)
+	str("mysql", &t.MySQL, f.mysql)
+	str("os-user", &t.OSUser, f.osUser)
+	str("dir", &t.Dir, f.dir)
+	str("workload", &w.Kind, f.kind)
+	str("script", &w.Script, f.script)
+	str("bench-db", &w.DB, f.benchDB)
+	str("metric", &pr.Metric, f.metric)
+	num("jobs", &w.Jobs, f.jobs)
+	num("scale", &w.Scale, f.scale)
+	num("tables", &w.Tables, f.tables)
+	num("table-size", &w.TableSize, f.tableSize)
+	num("readers", &w.Readers, f.readers)
+	num("writers", &w.Writers, f.writers)
+	num("trials", &pr.Trials, f.trials)
+	num("calibrate", &pr.Calibrate, f.calibrate)
+	if set["pg"] {
+		t.MySQL = ""
+	}
+	if set["mysql"] {
+		t.PG = ""
+	}
+	if set["allow-restart"] {
+		t.AllowRestart = f.allowRestart
+	}
+	if set["clients"] {
+		w.Clients = f.clients
+	}
+	if set["duration"] {
+		w.Duration = f.duration
+	}
+	if set["warmup"] {
+		w.Warmup = f.warmup
+	}
+	if set["select-only"] {
+		w.SelectOnly = f.selectOnly
+	}
+	if set["no-prepare"] {
+		w.NoPrepare = f.noPrepare
+	}
+	switch {
+	case set["time"] && set["trials"]:
+		return nil, errors.New("give a budget of --trials or --time, not both")
+	case set["time"]:
+		pr.Time, pr.Trials = f.time, 0
+	case set["trials"]:
+		pr.Time = 0
+	}
+	if set["restart"] {
+		pr.Restart = f.restart
+	}
+	if set["alpha"] {
+		pr.Alpha = f.alpha
+	}
+	if set["equivalence"] {
+		pr.Equivalence = f.equivalence
+	}
+	if set["seed"] {
+		pr.Seed = f.seed
+	}
+	if set["shared-buffers"] {
+		t.SharedBuffers = f.sharedBuffers
+	}
+	if set["data-fraction"] {
+		t.DataFraction = f.dataFraction
+	}
+	if len(f.arms) > 0 {
+		p.Arms = nil
+		for _, s := range f.arms {
+			name, settings, err := knob.ParseArm(s)
+			if err != nil {
+				return nil, fmt.Errorf("--arm: %w", err)
+			}
+			p.Arms = append(p.Arms, experiment.Arm{Name: name, Set: settings})
+		}
+	}
+	return p, p.Validate()
+}
+
+func runExperiment(ctx context.Context, env Env, args []string) int {
+	if len(args) > 0 && args[0] == "recover" {
+		return runExperimentRecover(ctx, env, args[1:])
+	}
+	fs := newFlagSet(env, "experiment", "[--preset NAME | --arm 'base: knob=value' --arm 'new: knob=value' | -f plan.yaml] [flags]\n       dbhost experiment recover")
+	var f experimentFlags
+	f.register(fs)
+	usage := fs.Usage
+	fs.Usage = func() {
+		usage()
+		fmt.Fprintln(env.Stderr, "\nPresets:")
+		for _, n := range experiment.PresetNames() {
+			fmt.Fprintf(env.Stderr, "  %-11s %s\n", n, experiment.PresetSummary(n))
+		}
+		fmt.Fprintln(env.Stderr, "\nSee docs/experiment.md for knobs, plan files and the method.")
+	}
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	switch f.format {
+	case "text", "json", "markdown", "md":
+	default:
+		fmt.Fprintf(env.Stderr, "dbhost experiment: unknown format %q (text, json, markdown)\n", f.format)
+		return ExitError
+	}
+	p, err := f.plan(fs)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
+		return ExitError
+	}
+	h, err := host.Open("/")
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
+		return ExitError
+	}
+	defer h.Close()
+	st, err := results.Open(f.db)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
+		return ExitError
+	}
+	defer st.Close()
+	sum, runErr := experiment.Run(ctx, p, experiment.Options{Host: h, Store: st, Journal: f.journal, Log: env.Stderr, Bar: isTerminal(env.Stderr)})
+	code := ExitOK
+	switch {
+	case errors.Is(runErr, experiment.ErrInterrupted) || (runErr != nil && ctx.Err() != nil):
+		fmt.Fprintln(env.Stderr, "dbhost experiment: interrupted; the host was restored")
+		code = ExitInterrupted
+	case runErr != nil:
+		fmt.Fprintln(env.Stderr, "dbhost experiment:", runErr)
+		code = ExitError
+	}
+	if sum == nil {
+		return code
+	}
+	if err := writeSummary(ctx, env.Stdout, st, sum, f.format); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
+		return ExitError
+	}
+	if f.html != "" {
+		if err := writeReport(ctx, st, sum.ID, f.html, "html"); err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
+			return ExitError
+		}
+		fmt.Fprintf(env.Stderr, "report: %s\n", f.html)
+	} else if f.format == "text" {
+		fmt.Fprintf(env.Stdout, "\nresults: %s in %s; 'dbhost results report %s -o report.html' for the charts\n", sum.ID, f.db, sum.ID)
+	}
+	return code
+}
+
+// writeSummary prints an experiment's summary in a format.
+func writeSummary(ctx context.Context, w io.Writer, st *results.Store, sum *experiment.Summary, format string) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	case "markdown", "md":
+		s, err := experiment.Load(ctx, st, sum.ID)
+		if err != nil {
+			return err
+		}
+		return s.WriteMarkdown(w)
+	}
+	return experiment.WriteText(w, sum)
+}
+
+func runExperimentRecover(ctx context.Context, env Env, args []string) int {
+	fs := newFlagSet(env, "experiment recover", "[flags]")
+	journalFile := fs.String("journal", experiment.DefaultJournal, "journal of changes to undo")
+	db := fs.String("db", results.DefaultPath, "results database (its running experiments are marked interrupted)")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	var st *results.Store
+	if _, err := os.Stat(*db); err == nil {
+		if st, err = results.Open(*db); err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost experiment recover:", err)
+			return ExitError
+		}
+		defer st.Close()
+	}
+	rec, err := experiment.Recover(ctx, *journalFile, st, env.Stderr)
+	if rec != nil {
+		if len(rec.Undone) == 0 {
+			fmt.Fprintf(env.Stdout, "nothing to restore (no journal at %s)\n", *journalFile)
+		} else if err == nil {
+			fmt.Fprintf(env.Stdout, "restored %d change(s) from %s\n", len(rec.Undone), *journalFile)
+		}
+		for _, id := range rec.Interrupted {
+			fmt.Fprintf(env.Stdout, "experiment %s marked interrupted\n", id)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost experiment recover:", err)
+		return ExitError
+	}
+	return ExitOK
+}

@@ -1,0 +1,340 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dbhost/dbhost/internal/experiment"
+	"github.com/dbhost/dbhost/internal/results"
+)
+
+func runResults(ctx context.Context, env Env, args []string) int {
+	sub := ""
+	if len(args) > 0 {
+		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "list", "ls":
+		return resultsList(ctx, env, args)
+	case "show":
+		return resultsShow(ctx, env, args)
+	case "compare":
+		return resultsCompare(ctx, env, args)
+	case "report":
+		return resultsReport(ctx, env, args)
+	case "-h", "--help", "help":
+		resultsUsage(env.Stdout)
+		return ExitOK
+	}
+	if sub != "" {
+		fmt.Fprintf(env.Stderr, "dbhost results: unknown subcommand %q\n\n", sub)
+	}
+	resultsUsage(env.Stderr)
+	return ExitError
+}
+
+func resultsUsage(w io.Writer) {
+	fmt.Fprintln(w, `Usage: dbhost results SUBCOMMAND [flags]
+
+  list                      the stored experiments, newest first
+  show ID                   one experiment: verdicts, arms, trials
+  compare ID ID             the same arms in two experiments (did the host change?)
+  report ID -o report.html  the report: --format html (default), markdown or json
+
+ID is an experiment ID, a unique prefix of one, or "last".
+Flags: --db PATH (default `+results.DefaultPath+`), --format.`)
+}
+
+// parseWithArgs parses flags that may come before or after the positional
+// arguments and checks their count.
+func parseWithArgs(fs *flag.FlagSet, args []string, want int, what string) ([]string, int, bool) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, ExitOK, false
+			}
+			return nil, ExitError, false
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != want {
+		fmt.Fprintf(fs.Output(), "dbhost %s: want %s\n", fs.Name(), what)
+		return nil, ExitError, false
+	}
+	return pos, 0, true
+}
+
+func openStore(env Env, cmd, path string) (*results.Store, bool) {
+	st, err := results.Open(path)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
+		return nil, false
+	}
+	return st, true
+}
+
+func resultsList(ctx context.Context, env Env, args []string) int {
+	fs := newFlagSet(env, "results list", "[flags]")
+	db := fs.String("db", results.DefaultPath, "results database")
+	format := fs.String("format", "text", "text or json")
+	if _, code, ok := parseWithArgs(fs, args, 0, "no arguments"); !ok {
+		return code
+	}
+	st, ok := openStore(env, "results list", *db)
+	if !ok {
+		return ExitError
+	}
+	defer st.Close()
+	list, err := st.List(ctx)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost results list:", err)
+		return ExitError
+	}
+	if *format == "json" {
+		if list == nil {
+			list = []results.Summary{}
+		}
+		return encodeJSON(env, "results list", list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintf(env.Stdout, "no experiments in %s\n", *db)
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCREATED\tSTATUS\tVERDICT\tARMS\tTRIALS\tNAME")
+	for _, s := range list {
+		v := s.Verdict
+		if v == "" {
+			v = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, s.Created.Local().Format(time.DateTime), s.Status, v, s.Arms, s.Trials, s.Name)
+	}
+	tw.Flush()
+	return ExitOK
+}
+
+func encodeJSON(env Env, cmd string, v any) int {
+	enc := json.NewEncoder(env.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+// showJSON is 'results show --format json': the summary, the plan and the
+// trials (with their per-second samples).
+type showJSON struct {
+	*experiment.Summary
+	Plan     *experiment.Plan `json:"plan"`
+	Recheck  string           `json:"recheck"`
+	Created  time.Time        `json:"created"`
+	Finished time.Time        `json:"finished,omitzero"`
+	Host     json.RawMessage  `json:"host,omitempty"`
+	TrialLog []results.Trial  `json:"trial_log"`
+}
+
+func resultsShow(ctx context.Context, env Env, args []string) int {
+	fs := newFlagSet(env, "results show", "ID [flags]")
+	db := fs.String("db", results.DefaultPath, "results database")
+	format := fs.String("format", "text", "text, json or markdown")
+	pos, code, ok := parseWithArgs(fs, args, 1, "one experiment ID")
+	if !ok {
+		return code
+	}
+	st, ok := openStore(env, "results show", *db)
+	if !ok {
+		return ExitError
+	}
+	defer st.Close()
+	s, err := experiment.Load(ctx, st, pos[0])
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost results show:", err)
+		return ExitError
+	}
+	sum, recheck := summaryChecked(s)
+	if sum == nil {
+		fmt.Fprintf(env.Stderr, "dbhost results show: %s\n", recheck)
+		return ExitError
+	}
+	switch *format {
+	case "json":
+		return encodeJSON(env, "results show", showJSON{Summary: sum, Plan: s.Plan, Recheck: recheck,
+			Created: s.Experiment.Created, Finished: s.Experiment.Finished, Host: s.Experiment.Host, TrialLog: s.Trials})
+	case "markdown", "md":
+		if err := s.WriteMarkdown(env.Stdout); err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost results show:", err)
+			return ExitError
+		}
+		return ExitOK
+	case "text":
+	default:
+		fmt.Fprintf(env.Stderr, "dbhost results show: unknown format %q (text, json, markdown)\n", *format)
+		return ExitError
+	}
+	experiment.WriteText(env.Stdout, sum)
+	fmt.Fprintf(env.Stdout, "  recomputed from the stored trials: %s\n", recheck)
+	if s.Experiment.Note != "" {
+		fmt.Fprintf(env.Stdout, "  stored note: %s\n", s.Experiment.Note)
+	}
+	fmt.Fprintln(env.Stdout, "\n  trials:")
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SEQ\tBLOCK\tARM\tCLIENTS\tOPS/S\tP99\tSECONDS\tEXCLUDED")
+	for _, t := range s.Trials {
+		arm := fmt.Sprint(t.Arm)
+		if t.Arm >= 0 && t.Arm < len(s.Experiment.Arms) {
+			arm = s.Experiment.Arms[t.Arm].Name
+		}
+		block := fmt.Sprint(t.Block)
+		if t.Block < 0 {
+			block = "A/A"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%.1f\t%s\t%d\t%s\n", t.Seq, block, arm, t.Clients, t.OpsPerSec, t.P99.Round(time.Microsecond), len(t.Seconds), t.Excluded)
+	}
+	tw.Flush()
+	return ExitOK
+}
+
+// summaryChecked returns the stored summary and whether recomputing it
+// from the stored trials gives the same verdicts; for a run killed before
+// it stored a summary, the recomputed one.
+func summaryChecked(s *experiment.Stored) (*experiment.Summary, string) {
+	re, err := s.Recompute()
+	if s.Summary == nil {
+		if err != nil {
+			return nil, err.Error()
+		}
+		return re, "no stored decision (the run was killed); this summary is recomputed from its trials"
+	}
+	if err != nil {
+		return s.Summary, "not possible: " + err.Error()
+	}
+	if len(re.Comparisons) != len(s.Summary.Comparisons) {
+		return s.Summary, fmt.Sprintf("DIFFERS: %d comparisons recomputed, %d stored", len(re.Comparisons), len(s.Summary.Comparisons))
+	}
+	for i, c := range re.Comparisons {
+		o := s.Summary.Comparisons[i]
+		if c.Decision.Verdict != o.Decision.Verdict || c.Decision.P != o.Decision.P || c.Decision.Ratio != o.Decision.Ratio {
+			return s.Summary, fmt.Sprintf("DIFFERS for %s at %d clients: recomputed %s (p=%g), stored %s (p=%g)",
+				c.Name, c.Clients, c.Decision.Verdict, c.Decision.P, o.Decision.Verdict, o.Decision.P)
+		}
+	}
+	return s.Summary, "same verdicts, ratios and p-values"
+}
+
+func resultsCompare(ctx context.Context, env Env, args []string) int {
+	fs := newFlagSet(env, "results compare", "ID ID [flags]")
+	db := fs.String("db", results.DefaultPath, "results database")
+	format := fs.String("format", "text", "text or json")
+	pos, code, ok := parseWithArgs(fs, args, 2, "two experiment IDs")
+	if !ok {
+		return code
+	}
+	st, ok := openStore(env, "results compare", *db)
+	if !ok {
+		return ExitError
+	}
+	defer st.Close()
+	var ss [2]*experiment.Stored
+	for i, ref := range pos {
+		s, err := experiment.Load(ctx, st, ref)
+		if err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost results compare:", err)
+			return ExitError
+		}
+		ss[i] = s
+	}
+	cmp, err := experiment.Compare(ss[0], ss[1])
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost results compare:", err)
+		return ExitError
+	}
+	if *format == "json" {
+		return encodeJSON(env, "results compare", cmp)
+	}
+	experiment.WriteComparison(env.Stdout, cmp)
+	return ExitOK
+}
+
+func resultsReport(ctx context.Context, env Env, args []string) int {
+	fs := newFlagSet(env, "results report", "ID -o FILE [flags]")
+	db := fs.String("db", results.DefaultPath, "results database")
+	out := fs.String("o", "", "write the report to this file ('-' for standard output)")
+	format := fs.String("format", "html", "html, markdown or json")
+	pos, code, ok := parseWithArgs(fs, args, 1, "one experiment ID")
+	if !ok {
+		return code
+	}
+	if *out == "" {
+		fmt.Fprintln(env.Stderr, "dbhost results report: -o FILE is required")
+		return ExitError
+	}
+	st, ok := openStore(env, "results report", *db)
+	if !ok {
+		return ExitError
+	}
+	defer st.Close()
+	if *out == "-" {
+		s, err := experiment.Load(ctx, st, pos[0])
+		if err == nil {
+			err = renderReport(env.Stdout, s, *format)
+		}
+		if err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost results report:", err)
+			return ExitError
+		}
+		return ExitOK
+	}
+	if err := writeReport(ctx, st, pos[0], *out, *format); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost results report:", err)
+		return ExitError
+	}
+	fmt.Fprintf(env.Stderr, "dbhost results report: wrote %s\n", *out)
+	return ExitOK
+}
+
+// writeReport writes an experiment's report to a file atomically.
+func writeReport(ctx context.Context, st *results.Store, ref, path, format string) error {
+	s, err := experiment.Load(ctx, st, ref)
+	if err != nil {
+		return err
+	}
+	switch format {
+	case "html", "markdown", "md", "json":
+	default:
+		return fmt.Errorf("unknown format %q (html, markdown, json)", format)
+	}
+	return writeFileAtomic(path, 0o644, func(w io.Writer) error { return renderReport(w, s, format) })
+}
+
+func renderReport(w io.Writer, s *experiment.Stored, format string) error {
+	switch strings.ToLower(format) {
+	case "html":
+		return s.WriteHTML(w)
+	case "markdown", "md":
+		return s.WriteMarkdown(w)
+	case "json":
+		sum, recheck := summaryChecked(s)
+		if sum == nil {
+			return errors.New(recheck)
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(showJSON{Summary: sum, Plan: s.Plan, Recheck: recheck, Created: s.Experiment.Created,
+			Finished: s.Experiment.Finished, Host: s.Experiment.Host, TrialLog: s.Trials})
+	}
+	return fmt.Errorf("unknown format %q (html, markdown, json)", format)
+}
