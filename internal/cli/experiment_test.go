@@ -481,8 +481,9 @@ func TestExperimentKill9Recover(t *testing.T) {
 		// Whatever happened, leave nothing behind.
 		experiment.Recover(context.Background(), jfile, nil, nil)
 	})
-	// Wait until the journal holds the knob change and a trial runs
-	// (pgbench is a child of dbhost).
+	// Wait until the journal holds the knob change and a trial's measured
+	// run goes (pgbench -T 60, a child of dbhost; loading and warm-ups are
+	// pgbench too).
 	var changes []journal.Change
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -494,7 +495,7 @@ func TestExperimentKill9Recover(t *testing.T) {
 		if err != nil || json.Unmarshal(b, &changes) != nil || !hasKnob(changes, "/proc/sys/vm/swappiness") {
 			continue
 		}
-		if childNamed(t, cmd.Process.Pid, "pgbench") {
+		if childNamed(t, cmd.Process.Pid, "pgbench", "-T", "60") {
 			break
 		}
 	}
@@ -505,12 +506,25 @@ func TestExperimentKill9Recover(t *testing.T) {
 	cmd.Wait()
 	killed = true
 	var rec pgcluster.Record
+	var work experiment.WorkDirRecord
 	for _, c := range changes {
-		if c.Kind == pgcluster.Kind {
+		switch c.Kind {
+		case pgcluster.Kind:
 			if err := json.Unmarshal(c.Data, &rec); err != nil {
 				t.Fatal(err)
 			}
+		case experiment.KindWorkDir:
+			if err := json.Unmarshal(c.Data, &work); err != nil {
+				t.Fatal(err)
+			}
 		}
+	}
+	if work.Path == "" {
+		t.Fatalf("journal holds no scratch directory: %+v", changes)
+	}
+	// pgbench's per-transaction log of the killed trial is in it.
+	if logs, _ := filepath.Glob(filepath.Join(work.Path, "dbhost-pgbench-*", "*")); len(logs) == 0 {
+		t.Errorf("no pgbench files in the scratch directory %s", work.Path)
 	}
 	if rec.Dir == "" {
 		t.Fatalf("journal holds no cluster: %+v", changes)
@@ -518,6 +532,11 @@ func TestExperimentKill9Recover(t *testing.T) {
 	if v := swappiness(t); v == orig {
 		t.Fatalf("vm.swappiness is %s after kill -9: the run changed nothing yet?", v)
 	}
+	defer func() {
+		if _, err := os.Stat(work.Path); !os.IsNotExist(err) {
+			t.Errorf("scratch directory %s still there after recover (%v)", work.Path, err)
+		}
+	}()
 	if len(postgresIn(t, rec.Dir)) == 0 {
 		t.Fatalf("the cluster in %s is not running after kill -9", rec.Dir)
 	}
@@ -586,7 +605,9 @@ func swappiness(t *testing.T) string {
 }
 
 // childNamed reports whether a child process of parent has this name.
-func childNamed(t *testing.T, parent int, name string) bool {
+// childNamed reports whether parent has a child process called name whose
+// arguments include every one of args in order, adjacent.
+func childNamed(t *testing.T, parent int, name string, args ...string) bool {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -604,7 +625,13 @@ func childNamed(t *testing.T, parent int, name string) bool {
 		}
 		f := strings.Fields(s[close+1:])
 		if len(f) > 1 && s[open+1:close] == name && f[1] == strconv.Itoa(parent) {
-			return true
+			if len(args) == 0 {
+				return true
+			}
+			cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if strings.Contains("\x00"+string(cl), "\x00"+strings.Join(args, "\x00")+"\x00") {
+				return true
+			}
 		}
 	}
 	return false

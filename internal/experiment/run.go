@@ -79,6 +79,7 @@ type run struct {
 	failures    int
 	calibration *stats.Calibration
 	notes       []string
+	work        string // journaled scratch directory for the tools
 	bar         *progress
 	start       time.Time
 	planned     int
@@ -177,6 +178,9 @@ func (r *run) execute(ctx context.Context) error {
 	f, err := HostFacts(r.h)
 	if err != nil {
 		return err
+	}
+	if r.work, err = newWorkDir(r.j); err != nil {
+		return fmt.Errorf("scratch directory: %w", err)
 	}
 	r.facts = f
 	if p.Target.Embedded() {
@@ -348,6 +352,7 @@ func (r *run) prepare(ctx context.Context) error {
 		r.bar.println(fmt.Sprintf("loading the data set: pgbench scale %d (about %s, %.0f%% of shared_buffers) ...",
 			p.Workload.Scale, Size(uint64(p.Workload.Scale)*pgcluster.BytesPerScale), 100*p.Target.DataFraction))
 		t0 := time.Now()
+		c.WorkDir = r.work
 		if err := c.Load(ctx, p.Workload.Scale); err != nil {
 			return err
 		}
@@ -355,6 +360,7 @@ func (r *run) prepare(ctx context.Context) error {
 		return c.Prewarm(ctx)
 	}
 	spec := p.Workload.Spec(slices.Max(p.Workload.Clients))
+	spec.WorkDir = r.work
 	what := string(spec.Kind)
 	if spec.Kind == workload.PGBench {
 		what = fmt.Sprintf("pgbench scale %d (about %s)", max(spec.Scale, 1), Size(uint64(max(spec.Scale, 1))*16<<20))
@@ -531,6 +537,7 @@ func (r *run) trial(ctx context.Context, arm, clients, block int, calibration bo
 	}
 	cpu0, cpuErr := r.ap.CPUTimes()
 	spec := p.Workload.Spec(clients)
+	spec.WorkDir = r.work
 	spec.Progress = r.bar.second
 	// A trial that overruns its time by far is stuck (a client waiting
 	// on something that never comes): it is stopped and counts as failed.

@@ -39,7 +39,8 @@ func (c *Cluster) Load(ctx context.Context, scale int) error {
 		return fmt.Errorf("pgcluster: scale %d (at least 1)", scale)
 	}
 	spec := workload.Spec{Kind: workload.PGBench, Scale: scale, Bin: filepath.Join(c.Bin, "pgbench"),
-		Duration: time.Second} // not used by Prepare, but validated
+		Duration: time.Second, // not used by Prepare, but validated
+		WorkDir:  c.WorkDir}
 	if err := workload.Prepare(ctx, c.Target(), spec); err != nil {
 		return fmt.Errorf("pgcluster: load: %w", err)
 	}

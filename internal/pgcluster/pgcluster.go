@@ -86,6 +86,9 @@ type Options struct {
 // Cluster is a running throwaway cluster. Its methods are not safe for
 // concurrent use.
 type Cluster struct {
+	// WorkDir, when set, is where Load's pgbench keeps its private
+	// directory (a caller that may be killed cleans it up itself).
+	WorkDir   string
 	Dir       string // the private directory holding everything
 	DataDir   string
 	SocketDir string // the Unix socket's directory (Dir)

@@ -246,8 +246,8 @@ func toolEnv(home string, extra ...string) []string {
 
 // workDir makes the tool's private working directory, owned by the user it
 // runs as, and returns its credential (nil: this process's user) and home.
-func workDir(t Target, prefix string) (dir string, cred *syscall.Credential, home string, err error) {
-	dir, err = os.MkdirTemp("", "dbhost-"+prefix+"-")
+func workDir(t Target, parent, prefix string) (dir string, cred *syscall.Credential, home string, err error) {
+	dir, err = os.MkdirTemp(parent, "dbhost-"+prefix+"-")
 	if err != nil {
 		return "", nil, "", err
 	}

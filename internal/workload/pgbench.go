@@ -44,7 +44,7 @@ func pgbenchPrepare(ctx context.Context, t Target, s Spec) error {
 	if err != nil {
 		return err
 	}
-	dir, cred, home, err := workDir(t, "pgbench")
+	dir, cred, home, err := workDir(t, s.WorkDir, "pgbench")
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func pgbenchRun(ctx context.Context, t Target, s Spec) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, cred, home, err := workDir(t, "pgbench")
+	dir, cred, home, err := workDir(t, s.WorkDir, "pgbench")
 	if err != nil {
 		return nil, err
 	}

@@ -72,7 +72,7 @@ func sysbenchPrepare(ctx context.Context, t Target, s Spec) error {
 	if err != nil {
 		return err
 	}
-	dir, cred, home, err := workDir(t, "sysbench")
+	dir, cred, home, err := workDir(t, s.WorkDir, "sysbench")
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func sysbenchRun(ctx context.Context, t Target, s Spec) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, cred, home, err := workDir(t, "sysbench")
+	dir, cred, home, err := workDir(t, s.WorkDir, "sysbench")
 	if err != nil {
 		return nil, err
 	}

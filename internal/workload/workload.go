@@ -135,6 +135,10 @@ func (t Target) db() string {
 // Spec describes one workload. Zero fields take the defaults in parentheses.
 type Spec struct {
 	Kind Kind `json:"kind"`
+	// WorkDir is where the tool's private temporary directory (logs,
+	// copied scripts) is made; empty: the system's temporary directory.
+	// A caller that may be killed gives a directory it cleans up itself.
+	WorkDir string `json:"-"`
 	// Duration is the measured time (whole seconds for pgbench and
 	// sysbench; rounded up). Required.
 	Duration time.Duration `json:"duration"`

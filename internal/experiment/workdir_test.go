@@ -1,0 +1,54 @@
+package experiment
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dbhost/dbhost/internal/journal"
+)
+
+func TestWorkDirJournaledAndRemoved(t *testing.T) {
+	j, err := journal.Open(filepath.Join(t.TempDir(), "j"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := newWorkDir(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o711 {
+		t.Fatalf("scratch directory %s: %v %v", dir, fi, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tx.log"), []byte("1 2 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// What a new process does after kill -9.
+	if err := journal.Recover(j.File()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("scratch directory left after recover: %v", err)
+	}
+	// Idempotent: already gone is done.
+	b, _ := json.Marshal(WorkDirRecord{Path: dir})
+	if err := undoWorkDir(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWorkDirUndoRefusesOtherPaths(t *testing.T) {
+	other := t.TempDir()
+	for _, p := range []string{other, "relative/" + workDirPrefix + "x", "/", filepath.Join(other, workDirPrefix+"x", "..")} {
+		b, _ := json.Marshal(WorkDirRecord{Path: p})
+		if err := undoWorkDir(b); err == nil || !strings.Contains(err.Error(), "refusing") {
+			t.Errorf("undo of %q: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatalf("a foreign directory was removed: %v", err)
+	}
+}
