@@ -41,6 +41,15 @@ var (
 	demoErr  error
 )
 
+// TestMain removes the compiled demo when the tests are done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if demoBin != "" {
+		os.RemoveAll(filepath.Dir(demoBin))
+	}
+	os.Exit(code)
+}
+
 // buildDemo compiles shmdemo.c once per test binary.
 func buildDemo(t *testing.T) string {
 	t.Helper()
