@@ -453,25 +453,34 @@ func dbhostProcess(t *testing.T, log *bytes.Buffer, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// startSwappinessRun sets vm.swappiness to orig through the test journal
+// and starts, in a separate dbhost process, a swappiness experiment on a
+// throwaway cluster with 60-second trials (long enough to be interrupted).
+func startSwappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db string, log *bytes.Buffer) {
+	t.Helper()
+	integrationExperiment(t)
+	j := testdb.Journal(t)
+	if err := j.Set("/proc/sys/vm/swappiness", orig); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	jfile, db = filepath.Join(dir, "experiment.journal"), filepath.Join(dir, "results.db")
+	log = &bytes.Buffer{}
+	cmd = dbhostProcess(t, log, "experiment", "--preset", "swappiness", "--shared-buffers", "128MB",
+		"--duration", "60s", "--warmup", "1s", "--trials", "8", "--journal", jfile, "--db", db)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, jfile, db, log
+}
+
 // kill -9 in the middle of a trial leaves the host changed and the
 // throwaway cluster running; `dbhost experiment recover`, in a new
 // process, puts vm.swappiness back, stops and removes the cluster and
 // marks the experiment interrupted.
 func TestExperimentKill9Recover(t *testing.T) {
-	integrationExperiment(t)
-	j := testdb.Journal(t)
 	const orig = "30"
-	if err := j.Set("/proc/sys/vm/swappiness", orig); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	jfile, db := filepath.Join(dir, "experiment.journal"), filepath.Join(dir, "results.db")
-	var log bytes.Buffer
-	cmd := dbhostProcess(t, &log, "experiment", "--preset", "swappiness", "--shared-buffers", "128MB",
-		"--duration", "60s", "--warmup", "1s", "--trials", "8", "--journal", jfile, "--db", db)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, jfile, db, log := startSwappinessRun(t, orig)
 	killed := false
 	t.Cleanup(func() {
 		if !killed {
@@ -641,20 +650,8 @@ func childNamed(t *testing.T, parent int, name string, args ...string) bool {
 // throwaway cluster, restores the knob, marks the experiment interrupted
 // and exits with 130 — no recover needed.
 func TestExperimentSIGTERM(t *testing.T) {
-	integrationExperiment(t)
-	j := testdb.Journal(t)
 	const orig = "30"
-	if err := j.Set("/proc/sys/vm/swappiness", orig); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	jfile, db := filepath.Join(dir, "experiment.journal"), filepath.Join(dir, "results.db")
-	var log bytes.Buffer
-	cmd := dbhostProcess(t, &log, "experiment", "--preset", "swappiness", "--shared-buffers", "128MB",
-		"--duration", "60s", "--warmup", "1s", "--trials", "8", "--journal", jfile, "--db", db)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, jfile, db, log := startSwappinessRun(t, orig)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
@@ -663,7 +660,7 @@ func TestExperimentSIGTERM(t *testing.T) {
 	})
 	var clusterDir string
 	deadline := time.Now().Add(90 * time.Second)
-	for clusterDir == "" || !childNamed(t, cmd.Process.Pid, "pgbench") {
+	for clusterDir == "" || !childNamed(t, cmd.Process.Pid, "pgbench", "-T", "60") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no trial started within 90s; output:\n%s", log.String())
 		}

@@ -318,3 +318,14 @@ func findBin(explicit, name string) (string, error) {
 	}
 	return p, nil
 }
+
+// runChecked runs a tool whose line callback feeds out, then lets out
+// validate the run (exit status and output). A cancelled run returns the
+// cancellation without judging the output.
+func runChecked(ctx context.Context, tl *tool, out interface{ check(error, string) error }) (string, error) {
+	tail, err := tl.run(ctx)
+	if ctx.Err() != nil {
+		return tail, err
+	}
+	return tail, out.check(err, tail)
+}

@@ -149,11 +149,8 @@ func pgbenchRun(ctx context.Context, t Target, s Spec) (*Result, error) {
 func pgbenchOnce(ctx context.Context, bin string, args, env []string, dir string, cred *syscall.Credential, secs int, progress func(Second), warmup bool) (*pgbenchOut, string, error) {
 	p := &pgbenchOut{progress: progress, warmup: warmup, duration: float64(secs)}
 	tl := &tool{bin: bin, args: args, env: env, dir: dir, cred: cred, line: p.line}
-	tail, err := tl.run(ctx)
-	if ctx.Err() != nil {
-		return nil, tail, err
-	}
-	if err := p.check(err, tail); err != nil {
+	tail, err := runChecked(ctx, tl, p)
+	if err != nil {
 		return nil, tail, err
 	}
 	return p, tail, nil

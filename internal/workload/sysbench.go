@@ -149,11 +149,8 @@ func sysbenchOnce(ctx context.Context, bin string, args, env []string, dir strin
 	p := &sysbenchOut{progress: progress, warmup: warmup}
 	tl := &tool{bin: bin, args: args, env: env, dir: dir, cred: cred, line: p.line,
 		keep: func(l string) bool { return !histRowRE.MatchString(l) }}
-	tail, err := tl.run(ctx)
-	if ctx.Err() != nil {
-		return nil, tail, err
-	}
-	if err := p.check(err, tail); err != nil {
+	tail, err := runChecked(ctx, tl, p)
+	if err != nil {
 		return nil, tail, err
 	}
 	return p, tail, nil
