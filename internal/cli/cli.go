@@ -343,7 +343,10 @@ func runFix(ctx context.Context, env Env, args []string) int {
 		}
 	}
 	files := fix.Render(fc, items)
-	written, err := fix.WriteTree(*out, files, fix.Notes(items))
+	written, kept, err := fix.WriteTree(*out, files, fix.Notes(items))
+	for _, k := range kept {
+		fmt.Fprintln(env.Stderr, "dbhost fix: not removed:", k)
+	}
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost fix:", err)
 		return ExitError

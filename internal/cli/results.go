@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -76,8 +78,10 @@ func parseWithArgs(fs *flag.FlagSet, args []string, want int, what string) ([]st
 	return pos, 0, true
 }
 
+// openStore opens the results database read-only: the subcommands of
+// `results` only read, so they create no directory and no database.
 func openStore(env Env, cmd, path string) (*results.Store, bool) {
-	st, err := results.Open(path)
+	st, err := results.OpenReadOnly(path)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
 		return nil, false
@@ -91,6 +95,13 @@ func resultsList(ctx context.Context, env Env, args []string) int {
 	format := fs.String("format", "text", "text or json")
 	if _, code, ok := parseWithArgs(fs, args, 0, "no arguments"); !ok {
 		return code
+	}
+	if _, err := os.Lstat(*db); errors.Is(err, iofs.ErrNotExist) {
+		if *format == "json" {
+			return encodeJSON(env, "results list", []results.Summary{})
+		}
+		fmt.Fprintf(env.Stdout, "no experiments stored (no database at %s)\n", *db)
+		return ExitOK
 	}
 	st, ok := openStore(env, "results list", *db)
 	if !ok {

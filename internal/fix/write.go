@@ -42,51 +42,88 @@ func Notes(items []Item) []string {
 	return out
 }
 
+// stateHeader starts a state file that records each file's SHA-256; an
+// older state file (paths only) proves nothing about content, so nothing
+// listed in it is deleted.
+const stateHeader = "# dbhost fix state v2: sha256 path"
+
+// maxStateFile bounds the state file read back (a real one lists a dozen
+// files).
+const maxStateFile = 1 << 20
+
 // WriteTree writes files under dir, mirroring their absolute paths
-// (dir/etc/sysctl.d/60-dbhost.conf), plus README.txt. Each file is written
-// atomically with its mode; files of an earlier run that are no longer
-// produced are removed. It returns the paths written, relative to dir.
-func WriteTree(dir string, files []File, notes []string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+// (dir/etc/sysctl.d/60-dbhost.conf), plus README.txt. dir may have been
+// prepared by someone else: it must belong to the effective user and be
+// writable by nobody else, on a path nobody else can change, and nothing
+// inside it is reached through a symbolic link (see safefile.OpenDir). Each
+// file is written atomically with its mode. Files of an earlier run that
+// are no longer produced are removed only if their content is still what
+// dbhost wrote (the state file keeps each file's checksum); others are kept
+// and reported in notes. It returns the paths written, relative to dir.
+func WriteTree(dir string, files []File, notes []string) (written, kept []string, err error) {
+	d, err := safefile.OpenDir(dir)
+	if err != nil {
+		return nil, nil, err
 	}
-	var written []string
+	defer d.Close()
+	sums := map[string]string{}
 	for _, f := range files {
 		rel := strings.TrimPrefix(filepath.Clean("/"+f.Path), "/")
-		dst := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return written, err
-		}
 		mode := os.FileMode(f.Mode)
 		if mode == 0 {
 			mode = 0o644
 		}
-		if err := safefile.WriteBytes(dst, mode, []byte(f.Content)); err != nil {
-			return written, err
+		if err := d.WriteFile(rel, mode, []byte(f.Content)); err != nil {
+			return written, kept, err
 		}
 		written = append(written, rel)
+		sums[rel] = safefile.Sum([]byte(f.Content))
 	}
-	readme := readmeText(files, notes)
-	if err := safefile.WriteBytes(filepath.Join(dir, "README.txt"), 0o644, []byte(readme)); err != nil {
-		return written, err
+	readme := []byte(readmeText(files, notes))
+	if err := d.WriteFile("README.txt", 0o644, readme); err != nil {
+		return written, kept, err
 	}
 	written = append(written, "README.txt")
+	sums["README.txt"] = safefile.Sum(readme)
 	// Remove what an earlier run wrote and this one did not.
-	now := map[string]bool{}
-	for _, w := range written {
-		now[w] = true
-	}
-	if old, err := os.ReadFile(filepath.Join(dir, stateFile)); err == nil {
-		for _, p := range strings.Split(strings.TrimSpace(string(old)), "\n") {
-			if p == "" || now[p] || strings.Contains(p, "..") {
+	if old, err := d.ReadFile(stateFile, maxStateFile); err == nil {
+		for _, e := range parseState(old) {
+			if _, now := sums[e.path]; now {
 				continue
 			}
-			os.Remove(filepath.Join(dir, p))
+			if _, err := d.RemoveIfUnchanged(e.path, e.sum); err != nil {
+				kept = append(kept, err.Error())
+			}
 		}
 	}
 	sort.Strings(written)
-	err := safefile.WriteBytes(filepath.Join(dir, stateFile), 0o644, []byte(strings.Join(written, "\n")+"\n"))
-	return written, err
+	var b strings.Builder
+	b.WriteString(stateHeader + "\n")
+	for _, w := range written {
+		fmt.Fprintf(&b, "%s  %s\n", sums[w], w)
+	}
+	return written, kept, d.WriteFile(stateFile, 0o644, []byte(b.String()))
+}
+
+type stateEntry struct{ sum, path string }
+
+// parseState reads a state file. Entries without a checksum (the first
+// format), with a path that is not beneath the directory, or malformed are
+// dropped: they never lead to a deletion.
+func parseState(b []byte) []stateEntry {
+	lines := strings.Split(string(b), "\n")
+	if len(lines) == 0 || lines[0] != stateHeader {
+		return nil
+	}
+	var out []stateEntry
+	for _, ln := range lines[1:] {
+		sum, p, ok := strings.Cut(ln, "  ")
+		if !ok || len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" || safefile.Local(p) != nil {
+			continue
+		}
+		out = append(out, stateEntry{sum, p})
+	}
+	return out
 }
 
 func readmeText(files []File, notes []string) string {

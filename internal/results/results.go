@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,6 +172,52 @@ func Open(path string) (*Store, error) {
 	if err := s.migrate(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("results %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// ErrNoDatabase is returned by OpenReadOnly when there is no database yet.
+var ErrNoDatabase = errors.New("no results database")
+
+// OpenReadOnly opens an existing results database for reading only: it
+// creates no directory and no file, runs no migration and changes nothing
+// (list, show, compare and report must not write). A database that does not
+// exist yet is ErrNoDatabase.
+func OpenReadOnly(path string) (*Store, error) {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w at %s", ErrNoDatabase, path)
+	case err != nil:
+		return nil, fmt.Errorf("results: %w", err)
+	case !st.Mode().IsRegular():
+		return nil, fmt.Errorf("results: %s is not a regular file", path)
+	}
+	// mode=ro keeps SQLite from writing the database, but on a WAL
+	// database it still creates the -wal and -shm files. Without a -wal
+	// file no writer is active (the last one to close removes it), so the
+	// file is opened immutable: SQLite then creates nothing. With one, a
+	// writer is running and its -shm already exists.
+	dsn := "file:" + path + "?mode=ro&_pragma=busy_timeout(5000)&_pragma=query_only(1)"
+	if _, err := os.Lstat(path + "-wal"); errors.Is(err, fs.ErrNotExist) {
+		dsn = "file:" + path + "?mode=ro&immutable=1&_pragma=query_only(1)"
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	s := &Store{db: db, path: path}
+	var v int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("results %s: %w", path, err)
+	}
+	if v != len(schema) {
+		db.Close()
+		if v > len(schema) {
+			return nil, fmt.Errorf("results %s: written by a newer dbhost (schema %d, this one knows %d)", path, v, len(schema))
+		}
+		return nil, fmt.Errorf("results %s: schema %d is older than this dbhost's %d; the next experiment upgrades it", path, v, len(schema))
 	}
 	return s, nil
 }
