@@ -23,6 +23,7 @@ import (
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/report"
+	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
 // Exit statuses.
@@ -66,6 +67,13 @@ func Main(args []string, env Env) int {
 		usage(env.Stderr)
 		return ExitError
 	}
+	// Every command's human-readable output is escaped (termsafe): process
+	// arguments, paths and snapshot values are written by other users.
+	// Machine formats opt out with termsafe.Raw.
+	stdout, stderr := termsafe.New(env.Stdout, false), termsafe.New(env.Stderr, false)
+	defer stdout.Flush()
+	defer stderr.Flush()
+	env.Stdout, env.Stderr = stdout, stderr
 	name := args[1]
 	if name == "-h" || name == "--help" || name == "help" {
 		usage(env.Stdout)
@@ -192,7 +200,13 @@ func runAudit(ctx context.Context, env Env, args []string) int {
 	findings := check.Run(f, sel, fix.ContextFrom(f))
 	a := &report.Audit{Facts: f, Findings: findings, Checks: countSelected(sel), Duration: time.Since(start)}
 	useColor := *color == "always" || (*color == "auto" && isTerminal(env.Stdout) && os.Getenv("NO_COLOR") == "")
-	if err := report.Render(env.Stdout, *format, a, report.Options{Verbose: *verbose, Color: useColor}); err != nil {
+	out := termsafe.Raw(env.Stdout) // json and prom escape themselves
+	if *format == "text" {
+		w := termsafe.New(out, useColor)
+		defer w.Flush()
+		out = w
+	}
+	if err := report.Render(out, *format, a, report.Options{Verbose: *verbose, Color: useColor}); err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost audit:", err)
 		return ExitError
 	}
@@ -245,7 +259,7 @@ func validSelection(lists ...[]string) error {
 }
 
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := termsafe.Raw(w).(*os.File)
 	if !ok {
 		return false
 	}
@@ -281,7 +295,7 @@ func runCollect(ctx context.Context, env Env, args []string) int {
 	_ = check.Run(f, check.Selector{}, fix.ContextFrom(f))
 	write := func(w io.Writer) error { return h.WriteSnapshot(w, *note) }
 	if *out == "-" {
-		err = write(env.Stdout)
+		err = write(termsafe.Raw(env.Stdout))
 	} else {
 		err = writeFileAtomic(*out, 0o600, write)
 	}
@@ -301,7 +315,11 @@ func runChecks(_ context.Context, env Env, args []string) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	if err := renderCatalog(env.Stdout, *format); err != nil {
+	out := env.Stdout
+	if *format == "json" {
+		out = termsafe.Raw(out)
+	}
+	if err := renderCatalog(out, *format); err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost checks:", err)
 		return ExitError
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/dbhost/dbhost/internal/contention"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
 func runContention(ctx context.Context, env Env, args []string) int {
@@ -67,7 +68,7 @@ func runContention(ctx context.Context, env Env, args []string) int {
 			return fail(err)
 		}
 		if *format == "json" {
-			err = contention.WriteJSON(env.Stdout, r, true)
+			err = contention.WriteJSON(termsafe.Raw(env.Stdout), r, true)
 		} else {
 			err = contention.WriteProbeText(env.Stdout, r)
 		}
@@ -111,7 +112,8 @@ func runContention(ctx context.Context, env Env, args []string) int {
 	redraw := *format == "text" && isTerminal(env.Stdout)
 	a := s.Sample(ctx)
 	if redraw {
-		fmt.Fprintf(env.Stdout, "\x1b[H\x1b[2Jdbhost contention: measuring %s ...\n", *interval)
+		termsafe.Control(env.Stdout, termsafe.ClearScreen)
+		fmt.Fprintf(env.Stdout, "dbhost contention: measuring %s ...\n", *interval)
 	}
 	for {
 		if err := waitInterval(ctx, *interval); err != nil {
@@ -120,7 +122,7 @@ func runContention(ctx context.Context, env Env, args []string) int {
 		b := s.Sample(ctx)
 		r := contention.Compare(a, b, capacity)
 		if redraw {
-			fmt.Fprintf(env.Stdout, "\x1b[H\x1b[2J")
+			termsafe.Control(env.Stdout, termsafe.ClearScreen)
 		}
 		if err := render(env.Stdout, r); err != nil {
 			return fail(err)

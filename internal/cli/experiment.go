@@ -14,6 +14,7 @@ import (
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/knob"
 	"github.com/dbhost/dbhost/internal/results"
+	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
 // ExitInterrupted is the status of an experiment stopped by a signal (the
@@ -249,7 +250,11 @@ func runExperiment(ctx context.Context, env Env, args []string) int {
 	if sum == nil {
 		return code
 	}
-	if err := writeSummary(ctx, env.Stdout, st, sum, f.format); err != nil {
+	out := env.Stdout
+	if f.format == "json" {
+		out = termsafe.Raw(out)
+	}
+	if err := writeSummary(ctx, out, st, sum, f.format); err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
 		return ExitError
 	}

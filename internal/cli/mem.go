@@ -8,6 +8,7 @@ import (
 
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/mem"
+	"github.com/dbhost/dbhost/internal/termsafe"
 
 	_ "github.com/dbhost/dbhost/internal/engine/all" // detectors for instance grouping
 )
@@ -64,7 +65,7 @@ func runMem(ctx context.Context, env Env, args []string) int {
 	ro := mem.RenderOptions{Sort: *sortBy, Top: *top}
 	render := func(r *mem.Report) error {
 		if *format == "json" {
-			return mem.JSON(env.Stdout, r, ro)
+			return mem.JSON(termsafe.Raw(env.Stdout), r, ro)
 		}
 		return mem.Text(env.Stdout, r, ro)
 	}
@@ -90,7 +91,7 @@ func runMem(ctx context.Context, env Env, args []string) int {
 			return fail(err)
 		}
 		if *format == "text" && isTerminal(env.Stdout) {
-			fmt.Fprint(env.Stdout, "\x1b[H\x1b[2J") // redraw in place
+			termsafe.Control(env.Stdout, termsafe.ClearScreen) // redraw in place
 		}
 		if *format == "text" {
 			fmt.Fprintf(env.Stdout, "dbhost mem, every %s — %s (Ctrl-C to stop)\n\n", interval, r.Time.Local().Format(time.TimeOnly))

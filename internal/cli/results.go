@@ -15,6 +15,7 @@ import (
 
 	"github.com/dbhost/dbhost/internal/experiment"
 	"github.com/dbhost/dbhost/internal/results"
+	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
 func runResults(ctx context.Context, env Env, args []string) int {
@@ -137,7 +138,7 @@ func resultsList(ctx context.Context, env Env, args []string) int {
 }
 
 func encodeJSON(env Env, cmd string, v any) int {
-	enc := json.NewEncoder(env.Stdout)
+	enc := json.NewEncoder(termsafe.Raw(env.Stdout))
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
 		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
@@ -301,7 +302,11 @@ func resultsReport(ctx context.Context, env Env, args []string) int {
 	if *out == "-" {
 		s, err := experiment.Load(ctx, st, pos[0])
 		if err == nil {
-			err = renderReport(env.Stdout, s, *format)
+			out := env.Stdout
+			if *format != "markdown" && *format != "md" {
+				out = termsafe.Raw(out) // HTML and JSON escape themselves
+			}
+			err = renderReport(out, s, *format)
 		}
 		if err != nil {
 			fmt.Fprintln(env.Stderr, "dbhost results report:", err)

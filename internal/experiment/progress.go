@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dbhost/dbhost/internal/termsafe"
 	"github.com/dbhost/dbhost/internal/workload"
 )
 
@@ -125,7 +126,7 @@ func (p *progress) eta() time.Duration {
 
 func (p *progress) clearLocked() {
 	if p.bar && p.shown {
-		fmt.Fprint(p.w, "\r\033[K")
+		termsafe.Control(p.w, termsafe.EraseLine)
 		p.shown = false
 	}
 }
@@ -149,7 +150,8 @@ func (p *progress) drawLocked() {
 	if p.lastOps > 0 {
 		ops = fmt.Sprintf("  %s %.0f/s", phase, p.lastOps)
 	}
-	fmt.Fprintf(p.w, "\r\033[K[%s%s] %s%s  ETA ≤ %s", strings.Repeat("=", n), strings.Repeat(" ", width-n), p.label, ops, fmtETA(p.eta()))
+	termsafe.Control(p.w, termsafe.EraseLine)
+	fmt.Fprintf(p.w, "[%s%s] %s%s  ETA ≤ %s", strings.Repeat("=", n), strings.Repeat(" ", width-n), p.label, ops, fmtETA(p.eta()))
 	p.shown = true
 	p.lastDraw = time.Now()
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
 func init() { Register("prom", renderProm) }
@@ -34,7 +35,7 @@ func renderProm(w io.Writer, a *Audit, _ Options) error {
 	}, []string{"instance", "engine", "flavor", "version"})
 	reg.MustRegister(failed, unknown, ts, instances)
 	for _, f := range a.Findings {
-		lv := []string{f.ID, f.Subject, f.Severity.String()}
+		lv := labels(f.ID, f.Subject, f.Severity.String())
 		switch f.Status {
 		case check.Fail:
 			failed.WithLabelValues(lv...).Set(1)
@@ -46,7 +47,7 @@ func renderProm(w io.Writer, a *Audit, _ Options) error {
 	}
 	ts.Set(float64(a.Facts.Manifest.CollectedAt.UnixMilli()) / 1000)
 	for _, in := range a.Facts.Instances {
-		instances.WithLabelValues(in.Name(), string(in.Engine), in.Flavor, in.Version).Set(1)
+		instances.WithLabelValues(labels(in.Name(), string(in.Engine), in.Flavor, in.Version)...).Set(1)
 	}
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -59,4 +60,15 @@ func renderProm(w io.Writer, a *Audit, _ Options) error {
 		}
 	}
 	return nil
+}
+
+// labels escapes label values: a subject or version comes from what others
+// control (a data directory name, a server's answer), and a control
+// character or invalid UTF-8 in a label would reach whoever reads the
+// metrics (and invalid UTF-8 makes client_golang panic).
+func labels(vs ...string) []string {
+	for i, v := range vs {
+		vs[i] = termsafe.Escape(v)
+	}
+	return vs
 }

@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dbhost/dbhost/tools/internal/derive"
+	"github.com/dbhost/dbhost/internal/fixture/derive"
 )
 
 // privatePG finds the private PostgreSQL of limits-nofile-1024: the

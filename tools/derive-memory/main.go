@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dbhost/dbhost/tools/internal/derive"
+	"github.com/dbhost/dbhost/internal/fixture/derive"
 )
 
 // GiB in kB, for node meminfo.

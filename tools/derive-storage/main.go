@@ -19,7 +19,7 @@ import (
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/facts"
-	"github.com/dbhost/dbhost/tools/internal/derive"
+	"github.com/dbhost/dbhost/internal/fixture/derive"
 )
 
 // Paths of the loop mounts in the base recording (tools/record
