@@ -12,8 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/dbhost/dbhost/internal/fixture"
-	"github.com/dbhost/dbhost/internal/termsafe"
 	"github.com/dbhost/dbhost/internal/fixture/derive"
+	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
 // hostile is what a user puts into names root's terminal will show: a
