@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/dbhost/dbhost/internal/host"
 )
 
 // Engine names a database engine family.
@@ -250,12 +252,15 @@ func (i *Instance) SettingValue(name string) string {
 	return s.Value
 }
 
-// Set records a setting (later calls override earlier ones).
+// Set records a setting (later calls override earlier ones). A secret in
+// the value (a password setting, a URI's password) is redacted here: on a
+// live host the parsers read configuration files unredacted, and settings
+// reach JSON output and evidence.
 func (i *Instance) Set(name, value, source string) {
 	if i.Settings == nil {
 		i.Settings = map[string]Setting{}
 	}
-	i.Settings[NormalizeName(name)] = Setting{Value: value, Source: source}
+	i.Settings[NormalizeName(name)] = Setting{Value: host.RedactValue(name, value), Source: source}
 }
 
 // NormalizeName lower-cases a setting name and turns dashes into

@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"path"
 	"regexp"
 	"strings"
 )
@@ -10,15 +11,96 @@ import (
 const Redacted = "<redacted>"
 
 // secretKey matches setting names that carry credentials in the config
-// dialects dbhost reads (postgresql.conf, my.cnf, mongod.conf, redis.conf).
-var secretKey = regexp.MustCompile(`(?i)(pass(word|wd|phrase)|[-_]pass\b|secret|requirepass|masterauth|sst_auth|token|credential|private[_-]?key)`)
+// dialects dbhost reads (postgresql.conf, my.cnf, mongod.conf, redis.conf)
+// and in environment assignments on command lines (PGPASSWORD, MYSQL_PWD,
+// REDISCLI_AUTH).
+var secretKey = regexp.MustCompile(`(?i)(pass(word|wd|phrase)|[-_]pass\b|^-*pass$|[-_]pwd\b|^pwd$|secret|requirepass|masterauth|[-_]auth$|^auth$|token|credential|private[_-]?key|api[-_]?key|access[-_]?key)`)
+
+// policyKey matches names secretKey would take for a secret that only set
+// a policy about passwords: their values are what checks judge
+// (password_encryption = md5) and hold no credential.
+var policyKey = regexp.MustCompile(`(?i)^(password_encryption|password_(reuse|history|lifetime|require|required|check)\w*|default_password_lifetime|disconnect_on_expired_password|validate_password\W?\w*|passfile|\w*_supports_reload)$`)
+
+// secretName reports whether a setting's name says its value is a secret.
+func secretName(name string) bool {
+	name = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(name), "-"))
+	// Every name secretKey matches holds one of these; most setting names
+	// hold none, and the regular expression costs more than the test.
+	l := strings.ToLower(name)
+	if !strings.Contains(l, "pass") && !strings.Contains(l, "pwd") && !strings.Contains(l, "secret") &&
+		!strings.Contains(l, "auth") && !strings.Contains(l, "token") && !strings.Contains(l, "credential") &&
+		!strings.Contains(l, "key") {
+		return false
+	}
+	return secretKey.MatchString(name) && !policyKey.MatchString(name)
+}
 
 // assignment splits "key = value", "key: value" and "key value" lines.
 var assignment = regexp.MustCompile(`^(\s*[-]?\s*[A-Za-z0-9_.\-]+)(\s*[=:]\s*|\s+)(.*)$`)
 
-// inlineSecret finds "password=..." inside connection strings
-// (primary_conninfo, wsrep_sst_auth=user:pass is caught by its key).
-var inlineSecret = regexp.MustCompile(`(?i)(password|passwd|pwd)\s*=\s*('[^']*'|"[^"]*"|[^\s'"]+)`)
+// inlineSecret finds "password=..." inside connection strings and query
+// strings (primary_conninfo, ?password=, sslpassword=, MASTER_PASSWORD='x';
+// wsrep_sst_auth=user:pass is caught by its key).
+// A value quoted inside a single-quoted postgresql.conf string doubles its
+// quotes: password=''p w''.
+var inlineSecret = regexp.MustCompile(`(?i)(password|passwd|pwd)\s*=\s*(''(?:[^']|\\')*''|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s'"&;,)]+)`)
+
+// uriUserinfo finds the password of a URI's userinfo in any scheme
+// (postgresql://u:PW@h, mysql://, mongodb+srv://, redis://:PW@h, amqp://,
+// and scheme-relative //u:PW@h):
+// group 1 is the scheme, user and colon, group 2 the password. A password
+// may hold anything but the characters that end the authority.
+var uriUserinfo = regexp.MustCompile(`(?i)((?:[a-z][a-z0-9+.\-]*:)?//[^\s/?#@:'"]*:)([^\s/?#@'"]*(?:@[^\s/?#@'"]*)*)@`)
+
+// redisUserOnly finds redis://PW@host: Redis clients take a userinfo
+// without a colon as the password.
+var redisUserOnly = regexp.MustCompile(`(?i)((?:redis|rediss|valkey|valkeys)://)([^\s/?#@:'"]+)@`)
+
+// identifiedBy finds SQL that sets a password (CREATE USER ... IDENTIFIED
+// BY 'pw', IDENTIFIED WITH plugin BY 'pw', SET PASSWORD = 'pw',
+// PASSWORD('pw')).
+var identifiedBy = regexp.MustCompile(`(?i)(identified\s+(?:with\s+\S+\s+)?(?:by|as)\s+(?:password\s+)?|set\s+password\s*(?:for\s+\S+\s*)?=\s*(?:password\s*\(\s*)?|\bpassword\s*\(\s*)('[^']*'|"[^"]*"|[^\s;,)]+)`)
+
+// bearer finds HTTP credentials in a header-like value.
+var bearer = regexp.MustCompile(`(?i)\b(basic|bearer)\s+([A-Za-z0-9+/=._~\-]{8,})`)
+
+// redactInline redacts the secrets a value carries whatever its name:
+// URI passwords, key=value passwords, SQL and HTTP credentials.
+func redactInline(s string) string {
+	l := strings.ToLower(s)
+	if strings.Contains(l, "//") {
+		s = uriUserinfo.ReplaceAllString(s, "${1}"+Redacted+"@")
+		s = redisUserOnly.ReplaceAllString(s, "${1}"+Redacted+"@")
+	}
+	if strings.Contains(l, "password") || strings.Contains(l, "passwd") || strings.Contains(l, "pwd") {
+		s = inlineSecret.ReplaceAllString(s, "${1}="+Redacted)
+	}
+	if strings.Contains(l, "identified") || strings.Contains(l, "password") {
+		s = identifiedBy.ReplaceAllString(s, "${1}'"+Redacted+"'")
+	}
+	if strings.Contains(l, "basic") || strings.Contains(l, "bearer") {
+		s = bearer.ReplaceAllString(s, "${1} "+Redacted)
+	}
+	return s
+}
+
+// RedactValue redacts one setting's value: all of it when its name marks a
+// secret (an empty value stays empty: "no password" is what checks judge),
+// else the secrets it carries inline (a URI's password in any setting).
+func RedactValue(name, value string) string {
+	if secretName(name) && !emptyValue(value) {
+		return Redacted
+	}
+	if strings.EqualFold(strings.TrimSpace(name), "user") {
+		if r, ok := redactACLUser("user " + value); ok {
+			return strings.TrimPrefix(r, "user ")
+		}
+	}
+	if !mayHoldSecret(value) {
+		return value
+	}
+	return redactInline(value)
+}
 
 // Redact returns config text with the values of password-bearing settings
 // replaced. Keys, comments and line structure are kept, so a redacted file
@@ -37,23 +119,32 @@ func RedactLine(s string) string {
 		return s
 	}
 	t := strings.TrimSpace(s)
-	if t == "" || t[0] == '#' || t[0] == ';' || t[0] == '[' || t[0] == '!' {
+	if t == "" || t[0] == '[' || t[0] == '!' {
 		return s
 	}
-	if m := assignment.FindStringSubmatch(s); m != nil && secretKey.MatchString(m[1]) && !emptyValue(m[3]) {
+	// A commented-out password is still a password (#requirepass x).
+	if t[0] == '#' || t[0] == ';' {
+		lead := len(s) - len(strings.TrimLeft(s, " \t#;"))
+		return s[:lead] + RedactLine(s[lead:])
+	}
+	if m := assignment.FindStringSubmatch(s); m != nil && secretName(m[1]) && !emptyValue(m[3]) {
 		return m[1] + m[2] + Redacted
 	}
 	if r, ok := redactACLUser(s); ok {
 		return r
 	}
-	return inlineSecret.ReplaceAllString(s, "${1}="+Redacted)
+	if f := strings.Fields(t); len(f) > 1 && strings.EqualFold(f[0], "auth") {
+		return s[:len(s)-len(strings.TrimLeft(s, " \t"))] + f[0] + " " + Redacted // a Redis AUTH command
+	}
+	return redactInline(s)
 }
 
 // secretHints are substrings one of which every line RedactLine changes
-// must contain (secretKey's names, inlineSecret's, Redis ACL "user" lines):
+// must contain (secretKey's names, inlineSecret's, Redis ACL "user" lines,
+// URIs, SQL and HTTP credentials):
 // a cheap test before the regular expressions, which would otherwise run on
 // every line of every config file and every live setting.
-var secretHints = []string{"pass", "pwd", "secret", "masterauth", "sst_auth", "token", "credential", "private", "user"}
+var secretHints = []string{"pass", "pwd", "secret", "auth", "token", "credential", "key", "user", "//", "identified", "bearer"}
 
 func mayHoldSecret(s string) bool {
 	l := strings.ToLower(s)
@@ -139,14 +230,30 @@ func rawTokens(s string) []string {
 
 // RedactArgs redacts secrets in a command line: --password=x, --password x,
 // --requirepass x (Redis), -c name=value and --name=value whose name carries
-// a secret (PostgreSQL), and password=... inside connection strings.
+// a secret (PostgreSQL), NAME=value environment assignments (env
+// PGPASSWORD=x ...), passwords inside connection strings and URIs, and the
+// short options of clients that take a password: mysql -px, redis-cli -a x.
 func RedactArgs(args []string) []string {
 	out := make([]string, len(args))
 	for i, a := range args {
-		out[i] = inlineSecret.ReplaceAllString(a, "${1}="+Redacted)
+		out[i] = a
+		switch {
+		case strings.ContainsAny(a, " \t") && mayHoldSecret(a):
+			out[i] = RedactLine(a) // a whole config line as one argument
+		case mayHoldSecret(a):
+			out[i] = redactInline(a)
+		}
 	}
+	prog := ""
 	for i := 0; i < len(out); i++ {
 		a := out[i]
+		// The program: after "env", "sudo -u x" and assignments, the first
+		// word names what the short options mean.
+		if prog == "" && !strings.HasPrefix(a, "-") && !strings.Contains(a, "=") {
+			if b := path.Base(a); b != "env" && b != "sudo" && b != "nohup" && b != "exec" {
+				prog = b
+			}
+		}
 		// "-c name=value" (PostgreSQL) and "-cname=value".
 		if a == "-c" && i+1 < len(out) {
 			out[i+1] = redactAssignment(out[i+1])
@@ -157,8 +264,9 @@ func RedactArgs(args []string) []string {
 			out[i] = "-c" + redactAssignment(a[2:])
 			continue
 		}
-		// Redis "--user NAME rule..." takes ACL rules up to the next option.
-		if a == "--user" {
+		// Redis "--user NAME rule..." and "ACL SETUSER NAME rule..." take
+		// ACL rules up to the next option.
+		if a == "--user" || strings.EqualFold(a, "setuser") {
 			for i++; i < len(out) && !strings.HasPrefix(out[i], "--"); i++ {
 				u := out[i]
 				if (len(u) > 1 && (u[0] == '>' || u[0] == '<')) || aclHash.MatchString(u) {
@@ -168,14 +276,28 @@ func RedactArgs(args []string) []string {
 			i--
 			continue
 		}
+		switch {
+		case mysqlClient(prog) && len(a) > 2 && strings.HasPrefix(a, "-p") && !strings.HasPrefix(a, "--"):
+			out[i] = "-p" + Redacted // -pSECRET; a bare -p prompts
+			continue
+		case redisClient(prog) && a == "-a" && i+1 < len(out):
+			out[i+1] = Redacted
+			i++
+			continue
+		}
 		if !strings.HasPrefix(a, "-") {
+			// An environment assignment (env PGPASSWORD=x prog) or a
+			// name=value argument.
+			if name, v, ok := strings.Cut(a, "="); ok && envName(name) && secretName(name) && !emptyValue(v) {
+				out[i] = name + "=" + Redacted
+			}
 			continue
 		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		switch {
-		case secretKey.MatchString(name) && hasValue:
+		case secretName(name) && hasValue:
 			out[i] = a[:strings.IndexByte(a, '=')+1] + Redacted
-		case secretKey.MatchString(name) && i+1 < len(out) && !strings.HasPrefix(out[i+1], "-"):
+		case secretName(name) && i+1 < len(out) && !strings.HasPrefix(out[i+1], "-"):
 			out[i+1] = Redacted
 			i++
 		}
@@ -183,9 +305,32 @@ func RedactArgs(args []string) []string {
 	return out
 }
 
+// mysqlClient reports a MySQL or MariaDB program, whose -pSECRET is a
+// password (psql's -p5432 is a port).
+func mysqlClient(prog string) bool {
+	return strings.HasPrefix(prog, "mysql") || strings.HasPrefix(prog, "mariadb")
+}
+
+// redisClient reports redis-cli and its kin, whose -a takes a password.
+func redisClient(prog string) bool {
+	return strings.HasSuffix(prog, "-cli") || strings.HasSuffix(prog, "-benchmark")
+}
+
+func envName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if !(c == '_' || c == '-' || c == '.' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 func redactAssignment(s string) string {
 	name, _, ok := strings.Cut(s, "=")
-	if ok && secretKey.MatchString(name) {
+	if ok && secretName(name) {
 		return name + "=" + Redacted
 	}
 	return s

@@ -15,10 +15,12 @@ func TestRedactLine(t *testing.T) {
 		{"primary_conninfo = 'host=a user=r password=pw port=5432'", "primary_conninfo = 'host=a user=r password=" + Redacted + " port=5432'"},
 		{"  keyFile: /etc/mongo.key", "  keyFile: /etc/mongo.key"},
 		{"  authorization: enabled", "  authorization: enabled"},
-		{"# password = commented", "# password = commented"},
+		{"# password = commented", "# password = " + Redacted},
+		{"#requirepass foobared", "#requirepass " + Redacted},
+		{"# a comment about the password policy", "# a comment about the password policy"},
 		{"port = 3306", "port = 3306"},
 		{"[client]", "[client]"},
-		{"password_encryption = scram-sha-256", "password_encryption = " + Redacted},
+		{"password_encryption = scram-sha-256", "password_encryption = scram-sha-256"}, // a policy, judged by checks
 	}
 	for _, c := range cases {
 		if got := RedactLine(c.in); got != c.want {

@@ -127,13 +127,7 @@ func IsOn(v string) (on, ok bool) {
 
 // redactValue hides a value whose setting name marks it as a secret
 // (wsrep_sst_auth), using the same rule as snapshots.
-func redactValue(name, value string) string {
-	line := name + " = " + value
-	if host.RedactLine(line) != line {
-		return host.Redacted
-	}
-	return value
-}
+func redactValue(name, value string) string { return host.RedactValue(name, value) }
 
 // applyOptions sets the settings of the options in the wanted groups, in
 // order (later options win). Options read from the command line have no

@@ -1,8 +1,6 @@
 package postgres
 
 import (
-	"strings"
-
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
 )
@@ -74,14 +72,7 @@ func defaultsFor(major int) map[string]string {
 // redactValue hides the value of a password-bearing setting (and passwords
 // inside connection strings) exactly as a snapshot's redaction does, so a
 // live audit and an audit of its snapshot agree.
-func redactValue(name, value string) string {
-	line := name + " = " + value
-	r := host.RedactLine(line)
-	if r == line {
-		return value
-	}
-	return strings.TrimPrefix(r, name+" = ")
-}
+func redactValue(name, value string) string { return host.RedactValue(name, value) }
 
 // applyDefaults fills settings no file or argument set.
 func applyDefaults(in *engine.Instance, major int) {
