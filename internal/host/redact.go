@@ -42,7 +42,7 @@ var assignment = regexp.MustCompile(`^(\s*[-]?\s*[A-Za-z0-9_.\-]+)(\s*[=:]\s*|\s
 // strings (primary_conninfo, ?password=, sslpassword=, MASTER_PASSWORD='x';
 // wsrep_sst_auth=user:pass is caught by its key).
 // A value quoted inside a single-quoted postgresql.conf string doubles its
-// quotes: password=''p w''.
+// quotes: password=”p w”.
 var inlineSecret = regexp.MustCompile(`(?i)(password|passwd|pwd)\s*=\s*(''(?:[^']|\\')*''|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s'"&;,)]+)`)
 
 // uriUserinfo finds the password of a URI's userinfo in any scheme
