@@ -179,12 +179,20 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 		p Process
 	}
 	var jobs []job
+	var notes []string
 	for _, p := range t.Procs {
 		for _, d := range Detectors() {
-			if d.Match(p, t) {
-				jobs = append(jobs, job{d, p})
+			if !d.Match(p, t) {
+				continue
+			}
+			// A zombie has exited; only its parent has not collected its
+			// status. Its name and IDs still read like a server's.
+			if st, err := h.ProcStat(p.PID); err == nil && st.State == "Z" {
+				notes = append(notes, fmt.Sprintf("%s pid %d: a zombie (exited, not reaped by its parent pid %d); not a running server", d.Engine(), p.PID, p.PPID))
 				break
 			}
+			jobs = append(jobs, job{d, p})
+			break
 		}
 	}
 	out := make([]*Instance, len(jobs))
@@ -198,7 +206,6 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 		}()
 	}
 	wg.Wait()
-	var notes []string
 	var found []*Instance
 	for i, inst := range out {
 		if errs[i] != nil {
@@ -219,7 +226,35 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 	}
 	AttachListeners(h, found)
 	SortInstances(found)
+	uniqueNames(found)
 	return found, notes
+}
+
+// uniqueNames tags instances that would share a subject name (two servers
+// on one port in different network namespaces, or with sockets only): by
+// data directory where that tells them apart, else by PID. Findings and
+// metrics are keyed by the name, so it must be unique.
+func uniqueNames(insts []*Instance) {
+	byName := map[string][]*Instance{}
+	for _, in := range insts {
+		byName[in.Name()] = append(byName[in.Name()], in)
+	}
+	for _, group := range byName {
+		if len(group) < 2 {
+			continue
+		}
+		dirs := map[string]int{}
+		for _, in := range group {
+			dirs[in.DataDir]++
+		}
+		for _, in := range group {
+			if in.DataDir != "" && dirs[in.DataDir] == 1 && in.Port > 0 {
+				in.Tag = in.DataDir
+			} else {
+				in.Tag = fmt.Sprintf("pid%d", in.PID)
+			}
+		}
+	}
 }
 
 // AttachListeners fills each instance's Listen from the kernel's socket

@@ -126,6 +126,10 @@ type Instance struct {
 	Listen    []Listener `json:"listen,omitempty"`
 	ListenErr string     `json:"listen_error,omitempty"`
 
+	// Tag tells apart instances that would otherwise share a Name (set by
+	// Discover: the data directory, or "pidN").
+	Tag string `json:"tag,omitempty"`
+
 	Postgres *PostgresInfo `json:"postgres,omitempty"`
 	MySQL    *MySQLInfo    `json:"mysql,omitempty"`
 	Mongo    *MongoInfo    `json:"mongodb,omitempty"`
@@ -225,15 +229,22 @@ type RedisInfo struct {
 }
 
 // Name identifies the instance in findings: "postgres:5432", or the data
-// directory or PID when no port is known.
+// directory or PID when no port is known; "@Tag" is added when another
+// instance has the same name ("postgres:5432@/srv/pg2").
 func (i *Instance) Name() string {
+	var n string
 	switch {
 	case i.Port > 0:
-		return fmt.Sprintf("%s:%d", i.Engine, i.Port)
+		n = fmt.Sprintf("%s:%d", i.Engine, i.Port)
 	case i.DataDir != "":
-		return fmt.Sprintf("%s:%s", i.Engine, i.DataDir)
+		n = fmt.Sprintf("%s:%s", i.Engine, i.DataDir)
+	default:
+		n = fmt.Sprintf("%s:pid%d", i.Engine, i.PID)
 	}
-	return fmt.Sprintf("%s:pid%d", i.Engine, i.PID)
+	if i.Tag != "" {
+		n += "@" + i.Tag
+	}
+	return n
 }
 
 // Setting returns an effective setting by name (case-insensitive; MySQL's

@@ -13,7 +13,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"sort"
@@ -313,30 +312,13 @@ func (h *Host) Getxattr(p, attr string) (string, error) {
 }
 
 // Run executes a command (argument list, never a shell string) with a
-// timeout and returns its standard output. On a snapshot it replays the
-// recorded output. Commands only run on the live system rooted at "/".
+// timeout, a clean environment and standard output capped, and returns its
+// standard output. Only a program root alone can change is run (see
+// CheckTrusted); a bare name is looked up in a fixed PATH. On a snapshot it
+// replays the recorded output. Commands only run on the live system rooted
+// at "/".
 func (h *Host) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	key := "cmd:" + strings.Join(append([]string{name}, args...), "\x00")
-	return h.probe(key, func() ([]byte, error) {
-		if !h.System() {
-			return nil, ErrNotLive
-		}
-		ctx, cancel := context.WithTimeout(ctx, h.cmdTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Env = []string{"LC_ALL=C", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-		var out, stderr bytes.Buffer
-		cmd.Stdout = &limitedWriter{w: &out, n: MaxFileSize}
-		cmd.Stderr = &limitedWriter{w: &stderr, n: 4096}
-		if err := cmd.Run(); err != nil {
-			msg := strings.TrimSpace(stderr.String())
-			if msg != "" {
-				return out.Bytes(), fmt.Errorf("%s: %w: %s", name, err, firstLine(msg))
-			}
-			return out.Bytes(), fmt.Errorf("%s: %w", name, err)
-		}
-		return out.Bytes(), nil
-	})
+	return h.run(ctx, 0, 0, name, args...)
 }
 
 // Probe runs fn on the live system and records its result under key; on a

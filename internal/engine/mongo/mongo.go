@@ -8,6 +8,7 @@ package mongo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"regexp"
@@ -184,19 +185,32 @@ var (
 )
 
 // readVersion runs `mongod --version` ("db version v8.0.4" and a Build Info
-// document): on the running binary, else argv[0] when it is a path, else
-// the mongod on PATH.
+// document) as the server's user: on the running binary, else argv[0] when
+// it is a path; the mongod on PATH only when the running binary is unknown
+// (it may be another version). A binary someone other than root can change
+// is not run (host.CheckTrusted), and the reason is kept.
 func readVersion(ctx context.Context, h *host.Host, in *engine.Instance, argv []string) {
 	bins := []string{in.Exe}
-	if len(argv) > 0 && path.IsAbs(argv[0]) {
+	if len(argv) > 0 && path.IsAbs(argv[0]) && argv[0] != in.Exe {
 		bins = append(bins, argv[0])
 	}
-	bins = append(bins, "mongod")
+	if in.Exe == "" {
+		bins = append(bins, "mongod")
+	}
+	var refused []string
+	defer func() {
+		if in.Version == "" && len(refused) > 0 {
+			in.ConfigErrors = append(in.ConfigErrors, "version unknown: "+strings.Join(refused, "; "))
+		}
+	}()
 	for _, b := range bins {
 		if b == "" {
 			continue
 		}
-		out, err := h.Run(ctx, b, "--version")
+		out, err := h.RunAs(ctx, in.UID, in.GID, b, "--version")
+		if errors.Is(err, host.ErrUntrusted) {
+			refused = append(refused, err.Error())
+		}
 		if err != nil {
 			continue
 		}

@@ -36,9 +36,7 @@ func Open(ctx context.Context, h *host.Host, in *engine.Instance, opts engine.Op
 		return nil, "", errors.New("no Unix socket found for this server")
 	}
 	x.socketUsed = socket
-	var port int
-	fmt.Sscan(in.SettingValue("port"), &port)
-	cfg, via, err := connConfig(h, socket, port, opts)
+	cfg, via, err := connConfig(h, in, socket, opts)
 	if err != nil {
 		return nil, "", err
 	}

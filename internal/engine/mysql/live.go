@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/user"
 	"path"
@@ -40,8 +41,8 @@ func liveKey(socket string) string { return "mysql:live:" + socket }
 
 // readLive connects to the server over its Unix socket and reads its
 // variables, accounts and databases. It is the body of one host.Probe.
-func readLive(ctx context.Context, h *host.Host, socket string, port int, opts engine.Options) ([]byte, error) {
-	cfg, via, err := connConfig(h, socket, port, opts)
+func readLive(ctx context.Context, h *host.Host, in *engine.Instance, socket string, opts engine.Options) ([]byte, error) {
+	cfg, via, err := connConfig(h, in, socket, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -76,22 +77,32 @@ func readLive(ctx context.Context, h *host.Host, socket string, port int, opts e
 	return json.Marshal(d)
 }
 
-// connConfig builds the connection: an explicit DSN's credentials, else the
-// invoking user's ~/.my.cnf [client]/[mysql] credentials, else the current
-// OS user without a password (socket authentication: MariaDB's root
-// account accepts root over the socket). The connection always goes to this
-// server's socket, unless the DSN names a TCP address on its port.
-func connConfig(h *host.Host, socket string, port int, opts engine.Options) (*mysql.Config, string, error) {
+// connConfig builds the connection to one instance. An explicit DSN is
+// used only when it names this instance: its Unix socket, or a local TCP
+// address whose listener the instance holds (a DSN without an address
+// means the driver's default, 127.0.0.1:3306). Otherwise the invoking
+// user's ~/.my.cnf [client]/[mysql] credentials, else the current OS user
+// without a password (socket authentication: MariaDB's root account accepts
+// root over the socket), over this server's socket. Every Unix socket
+// connection is checked to reach the instance's own process before a byte
+// is exchanged, and a password goes only to a server that runs as root or
+// the service account (engine.Instance.MayReceiveCredentials).
+func connConfig(h *host.Host, in *engine.Instance, socket string, opts engine.Options) (*mysql.Config, string, error) {
 	cfg := mysql.NewConfig()
+	note := ""
+	fromDSN := false
 	if opts.MySQLDSN != "" {
 		dc, err := mysql.ParseDSN(opts.MySQLDSN)
 		if err != nil {
-			return nil, "", fmt.Errorf("the MySQL DSN does not parse: %w", err)
+			return nil, "", errors.New("the MySQL DSN does not parse") // the driver's error may quote it, password included
 		}
-		cfg = dc
+		if dsnNames(h, in, socket, dc) {
+			cfg, fromDSN = dc, true
+		} else {
+			note = fmt.Sprintf(" (the DSN names %s(%s), not this server)", dc.Net, dc.Addr)
+		}
 	}
-	tcpOwn := opts.MySQLDSN != "" && strings.Contains(opts.MySQLDSN, "@tcp(") && strings.HasSuffix(cfg.Addr, ":"+strconv.Itoa(port))
-	if !tcpOwn {
+	if !fromDSN {
 		if socket == "" {
 			return nil, "", errors.New("no Unix socket found for this server")
 		}
@@ -99,7 +110,7 @@ func connConfig(h *host.Host, socket string, port int, opts engine.Options) (*my
 	}
 	var via string
 	switch {
-	case opts.MySQLDSN != "":
+	case fromDSN:
 		via = fmt.Sprintf("%s:%s as %s (DSN given)", cfg.Net, cfg.Addr, cfg.User)
 	default:
 		u, pw, src := clientCredentials(h)
@@ -108,13 +119,47 @@ func connConfig(h *host.Host, socket string, port int, opts engine.Options) (*my
 		if src != "" {
 			how = "credentials from " + src
 		}
-		via = fmt.Sprintf("%s:%s as %s (%s)", cfg.Net, cfg.Addr, cfg.User, how)
+		via = fmt.Sprintf("%s:%s as %s (%s)%s", cfg.Net, cfg.Addr, cfg.User, how, note)
 	}
+	if why := in.MayReceiveCredentials(); why != "" && cfg.Passwd != "" {
+		cfg.Passwd = ""
+		via = fmt.Sprintf("%s:%s as %s (no password: %s)%s", cfg.Net, cfg.Addr, cfg.User, why, note)
+	}
+	cfg.AllowCleartextPasswords = false
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = opts.Timeout, opts.Timeout, opts.Timeout
+	dialer := net.Dialer{Timeout: opts.Timeout}
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if network == "unix" {
+			return in.DialVerified(ctx, h, addr, opts.Timeout)
+		}
+		return dialer.DialContext(ctx, network, addr) // dsnNames checked the instance holds this listener
+	}
 	cfg.DBName = ""
 	// The driver logs some failures to stderr itself; dbhost reports them.
 	cfg.Logger = &mysql.NopLogger{}
 	return cfg, via, nil
+}
+
+// dsnNames reports whether a parsed DSN reaches the instance: its socket,
+// or a local TCP address on which the instance itself listens.
+func dsnNames(h *host.Host, in *engine.Instance, socket string, dc *mysql.Config) bool {
+	switch dc.Net {
+	case "unix":
+		if dc.Addr == socket {
+			return true
+		}
+		a, errA := h.Realpath(dc.Addr)
+		b, errB := h.Realpath(socket)
+		return errA == nil && errB == nil && a == b
+	case "tcp", "tcp4", "tcp6":
+		hostName, portText, err := net.SplitHostPort(dc.Addr)
+		if err != nil {
+			return false
+		}
+		port, err := strconv.Atoi(portText)
+		return err == nil && in.OwnsListener(h, hostName, port)
+	}
+	return false
 }
 
 // clientCredentials reads user and password from the invoking user's

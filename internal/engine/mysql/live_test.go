@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +29,8 @@ func TestClientCredentials(t *testing.T) {
 	if u != "bob" || pw != `p#ss\w` || src != filepath.Join(home, ".my.cnf") {
 		t.Errorf("credentials %q %q from %q", u, pw, src)
 	}
-	cfg, via, err := connConfig(h, "/run/x.sock", 3306, engine.Options{Timeout: time.Second})
+	in := &engine.Instance{Engine: engine.MySQL, PID: os.Getpid(), User: "root"}
+	cfg, via, err := connConfig(h, in, "/run/x.sock", engine.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,12 +40,28 @@ func TestClientCredentials(t *testing.T) {
 	if strings.Contains(via, "p#ss") || !strings.Contains(via, "credentials from "+home) {
 		t.Errorf("via %q", via)
 	}
-	// A TCP DSN on the server's own port is used as given.
-	cfg, _, err = connConfig(h, "/run/x.sock", 3307, engine.Options{MySQLDSN: "u:pw@tcp(127.0.0.1:3307)/", Timeout: time.Second})
-	if err != nil || cfg.Net != "tcp" || cfg.Addr != "127.0.0.1:3307" || cfg.Passwd != "pw" {
+	// A TCP DSN naming an address the server (here: this process) listens
+	// on is used as given; one naming another address is not used at all.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	own := l.Addr().String()
+	cfg, _, err = connConfig(h, in, "/run/x.sock", engine.Options{MySQLDSN: "u:pw@tcp(" + own + ")/", Timeout: time.Second})
+	if err != nil || cfg.Net != "tcp" || cfg.Addr != own || cfg.Passwd != "pw" {
 		t.Errorf("tcp DSN config %+v %v", cfg, err)
 	}
-	if _, _, err := connConfig(h, "/run/x.sock", 3307, engine.Options{MySQLDSN: "u:pw@bogus(", Timeout: time.Second}); err == nil || strings.Contains(err.Error(), "pw") {
+	cfg, via, _ = connConfig(h, in, "/run/x.sock", engine.Options{MySQLDSN: "u:pw@tcp(127.0.0.1:1)/", Timeout: time.Second})
+	if cfg.Net != "unix" || cfg.User == "u" || cfg.Passwd == "pw" || !strings.Contains(via, "not this server") {
+		t.Errorf("a DSN naming another server was used: %+v (%s)", cfg, via)
+	}
+	// A server that runs as another user gets no password.
+	other := &engine.Instance{Engine: engine.MySQL, PID: os.Getpid(), UID: 65534, User: "nobody"}
+	if cfg, via, _ := connConfig(h, other, "/run/x.sock", engine.Options{Timeout: time.Second}); cfg.Passwd != "" || !strings.Contains(via, "no password") {
+		t.Errorf("password offered to a server run by nobody: %q (%s)", cfg.Passwd, via)
+	}
+	if _, _, err := connConfig(h, in, "/run/x.sock", engine.Options{MySQLDSN: "u:pw@bogus(", Timeout: time.Second}); err == nil || strings.Contains(err.Error(), "pw") {
 		t.Errorf("bad DSN error %v", err)
 	}
 }

@@ -273,9 +273,8 @@ func (x *inspection) live(socket string) *liveData {
 		return nil
 	}
 	x.socketUsed = socket
-	port, _ := strconv.Atoi(in.SettingValue("port"))
 	b, err := x.h.Probe(liveKey(socket), func() ([]byte, error) {
-		return readLive(x.ctx, x.h, socket, port, x.opts)
+		return readLive(x.ctx, x.h, in, socket, x.opts)
 	})
 	if err != nil {
 		in.LiveErr = liveError(err)
@@ -390,24 +389,16 @@ func sameValue(file, live string) bool {
 }
 
 // versionFromExe runs `mysqld --version` (it reads no option files and no
-// data) when no live connection said the version. Only a binary that only
-// root can change is run: dbhost often runs as root.
+// data) when no live connection said the version, as the server's user.
+// Only a binary that only root can change is run (host.CheckTrusted):
+// dbhost often runs as root.
 func (x *inspection) versionFromExe() {
 	in := x.in
 	if in.Exe == "" {
 		in.ConfigErrors = append(in.ConfigErrors, "version unknown: the server binary could not be found")
 		return
 	}
-	fi, err := x.h.Stat(in.Exe)
-	if err != nil {
-		in.ConfigErrors = append(in.ConfigErrors, "version unknown: "+host.Explain(err))
-		return
-	}
-	if fi.UID != 0 || fi.Mode.Perm()&0o022 != 0 {
-		in.ConfigErrors = append(in.ConfigErrors, fmt.Sprintf("version unknown: %s is writable by a user other than root; not run", in.Exe))
-		return
-	}
-	out, err := x.h.Run(x.ctx, in.Exe, "--version")
+	out, err := x.h.RunAs(x.ctx, in.UID, in.GID, in.Exe, "--version")
 	if err != nil {
 		in.ConfigErrors = append(in.ConfigErrors, "version unknown: "+host.Explain(err))
 		return

@@ -36,35 +36,64 @@ func Connect(ctx context.Context, h *host.Host, in *engine.Instance, opts engine
 	if timeout <= 0 {
 		timeout = 3 * time.Second
 	}
-	return dial(ctx, h, sockDir, in.Port, opts.PGDSN, timeout)
+	return dial(ctx, h, in, sockDir, opts.PGDSN, timeout)
 }
 
-// dial tries each login in turn and returns the first connection, with how
-// it connected (never the password).
-func dial(ctx context.Context, h *host.Host, sockDir string, port int, dsn string, timeout time.Duration) (*pgconn.PgConn, string, error) {
+// dial tries each login in turn and returns the first connection to the
+// instance, with how it connected (never the password). The backend that
+// answers must be a child of the discovered postmaster.
+func dial(ctx context.Context, h *host.Host, in *engine.Instance, sockDir, dsn string, timeout time.Duration) (*pgconn.PgConn, string, error) {
+	logins, note, err := attempts(h, in, sockDir, dsn)
+	if err != nil {
+		return nil, "", err
+	}
 	var errs []string
-	for _, a := range attempts(dsn) {
-		cfg, err := a.config(h, sockDir, port, timeout)
+	for _, a := range logins {
+		cfg, err := a.config(h, in, sockDir, timeout)
 		if err != nil {
 			errs = append(errs, err.Error())
 			continue
 		}
 		c, err := pgconn.ConnectConfig(ctx, cfg)
 		if err != nil {
+			if errors.Is(err, engine.ErrWrongServer) {
+				return nil, "", errors.New(note + shortErr(err))
+			}
 			errs = append(errs, fmt.Sprintf("as user %s: %s", cfg.User, shortErr(err)))
 			if ctx.Err() != nil {
 				break
 			}
 			continue
 		}
-		where := fmt.Sprintf("unix socket %s port %d", sockDir, port)
-		if a.dsn != "" {
-			where = "--pg connection string"
-			if cfg.Host != "" {
-				where += fmt.Sprintf(" (host %s port %d)", cfg.Host, cfg.Port)
-			}
+		if err := checkBackend(h, in, c); err != nil {
+			c.Close(context.Background())
+			return nil, "", err
 		}
-		return c, fmt.Sprintf("%s as user %s", where, cfg.User), nil
+		where := fmt.Sprintf("unix socket %s port %d", sockDir, in.Port)
+		if a.dsn != "" {
+			where = fmt.Sprintf("--pg connection string (host %s port %d)", cfg.Host, cfg.Port)
+		}
+		how := ""
+		if cfg.RequireAuth == "none" {
+			how = ", no password (" + in.MayReceiveCredentials() + ")"
+		}
+		return c, fmt.Sprintf("%s as user %s%s", where, cfg.User, how), nil
 	}
-	return nil, "", errors.New(strings.Join(errs, "; "))
+	return nil, "", errors.New(note + strings.Join(errs, "; "))
+}
+
+// checkBackend verifies that the backend serving the connection is a child
+// of the discovered postmaster (its PID comes with the startup reply). In
+// another PID namespace the PID is that namespace's, and the socket's
+// owner was already checked.
+func checkBackend(h *host.Host, in *engine.Instance, c *pgconn.PgConn) error {
+	pid := int(c.PID())
+	st, err := h.ProcStat(pid)
+	if err == nil && st.PPID == in.PID {
+		return nil
+	}
+	if s, err := h.Status(in.PID); err == nil && len(s.NSpids) > 1 {
+		return nil
+	}
+	return fmt.Errorf("%w: the backend (pid %d) is not a child of the discovered postmaster pid %d; not read", engine.ErrWrongServer, pid, in.PID)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/user"
@@ -59,15 +60,15 @@ const (
 // readLive connects over the instance's Unix socket and reads settings,
 // version and databases, all inside one Probe so that a snapshot replays the
 // same answer (or the same failure).
-func readLive(ctx context.Context, h *host.Host, sockDir string, port int, opts engine.Options) (*live, error) {
-	b, err := h.Probe(liveKey(sockDir, port), func() ([]byte, error) {
+func readLive(ctx context.Context, h *host.Host, in *engine.Instance, sockDir string, opts engine.Options) (*live, error) {
+	b, err := h.Probe(liveKey(sockDir, in.Port), func() ([]byte, error) {
 		timeout := opts.Timeout
 		if timeout <= 0 {
 			timeout = 3 * time.Second
 		}
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		l, err := connectAndRead(ctx, h, sockDir, port, opts.PGDSN, timeout)
+		l, err := connectAndRead(ctx, h, in, sockDir, opts.PGDSN, timeout)
 		if err != nil {
 			return nil, err
 		}
@@ -89,21 +90,49 @@ type attempt struct {
 	user string
 }
 
-// attempts lists the logins to try: an explicit DSN alone; else PGUSER;
-// else "postgres" (peer authentication when dbhost runs as postgres, trust)
-// and then the invoking user.
-func attempts(dsn string) []attempt {
+// attempts lists the logins to try on the instance: an explicit DSN alone
+// when it names this instance (its socket, or a local address whose
+// listener the instance holds; a DSN without host means libpq's default
+// socket and port); else PGUSER; else "postgres" (peer authentication when
+// dbhost runs as postgres, trust) and then the invoking user. note says
+// why a DSN was not used here.
+func attempts(h *host.Host, in *engine.Instance, sockDir, dsn string) (out []attempt, note string, err error) {
 	if dsn != "" {
-		return []attempt{{dsn: dsn}}
+		cfg, err := pgconn.ParseConfig(noPassfile(dsn))
+		if err != nil {
+			return nil, "", errors.New("--pg connection string does not parse") // never echo it: it may hold a password
+		}
+		if dsnNames(h, in, sockDir, cfg) {
+			return []attempt{{dsn: dsn}}, "", nil
+		}
+		note = fmt.Sprintf("the --pg connection string names host %s port %d, not this server; ", cfg.Host, cfg.Port)
 	}
 	if u := os.Getenv("PGUSER"); u != "" {
-		return []attempt{{user: u}}
+		return []attempt{{user: u}}, note, nil
 	}
-	out := []attempt{{user: "postgres"}}
+	out = []attempt{{user: "postgres"}}
 	if u := currentUser(); u != "" && u != "postgres" {
 		out = append(out, attempt{user: u})
 	}
-	return out
+	return out, note, nil
+}
+
+// dsnNames reports whether a parsed connection string reaches the
+// instance: its Unix socket (the same directory and port), or a local TCP
+// address on which the instance itself listens.
+func dsnNames(h *host.Host, in *engine.Instance, sockDir string, cfg *pgconn.Config) bool {
+	if int(cfg.Port) != in.Port {
+		return false
+	}
+	if strings.HasPrefix(cfg.Host, "/") {
+		if cfg.Host == sockDir {
+			return true
+		}
+		a, errA := h.Realpath(cfg.Host)
+		b, errB := h.Realpath(sockDir)
+		return errA == nil && errB == nil && a == b
+	}
+	return in.OwnsListener(h, cfg.Host, int(cfg.Port))
 }
 
 func currentUser() string {
@@ -113,8 +142,8 @@ func currentUser() string {
 	return os.Getenv("USER")
 }
 
-func connectAndRead(ctx context.Context, h *host.Host, sockDir string, port int, dsn string, timeout time.Duration) (*live, error) {
-	conn, via, err := dial(ctx, h, sockDir, port, dsn, timeout)
+func connectAndRead(ctx context.Context, h *host.Host, in *engine.Instance, sockDir, dsn string, timeout time.Duration) (*live, error) {
+	conn, via, err := dial(ctx, h, in, sockDir, dsn, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +158,11 @@ func connectAndRead(ctx context.Context, h *host.Host, sockDir string, port int,
 
 // config builds the connection settings for one attempt. pgx would read
 // ~/.pgpass itself with plain file reads; dbhost reads it through the host
-// model (ReadSecret, never recorded) and passes the password.
-func (a attempt) config(h *host.Host, sockDir string, port int, timeout time.Duration) (*pgconn.Config, error) {
+// model (ReadSecret, never recorded) and passes the password — only to a
+// server that may receive one (engine.Instance.MayReceiveCredentials).
+// Every Unix socket connection is checked to reach the instance's own
+// process before the server sees a byte (engine.Instance.DialVerified).
+func (a attempt) config(h *host.Host, in *engine.Instance, sockDir string, timeout time.Duration) (*pgconn.Config, error) {
 	secs := strconv.Itoa(max(1, int(timeout.Round(time.Second)/time.Second)))
 	var conn string
 	if a.dsn != "" {
@@ -141,7 +173,7 @@ func (a attempt) config(h *host.Host, sockDir string, port int, timeout time.Dur
 			db = "postgres"
 		}
 		conn = fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable passfile='' connect_timeout=%s application_name=dbhost",
-			quoteConn(sockDir), port, quoteConn(a.user), quoteConn(db), secs)
+			quoteConn(sockDir), in.Port, quoteConn(a.user), quoteConn(db), secs)
 	}
 	cfg, err := pgconn.ParseConfig(conn)
 	if err != nil {
@@ -150,11 +182,24 @@ func (a attempt) config(h *host.Host, sockDir string, port int, timeout time.Dur
 		}
 		return nil, err
 	}
-	if a.dsn != "" && (cfg.Host == "" || strings.HasPrefix(cfg.Host, "/")) && !dsnHasHost(a.dsn) {
-		cfg.Host, cfg.Port = sockDir, uint16(port)
-	}
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > timeout {
 		cfg.ConnectTimeout = timeout
+	}
+	tcp := !strings.HasPrefix(cfg.Host, "/")
+	dialer := net.Dialer{Timeout: cfg.ConnectTimeout}
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if network == "unix" {
+			return in.DialVerified(ctx, h, addr, cfg.ConnectTimeout)
+		}
+		return dialer.DialContext(ctx, network, addr) // attempts checked the instance holds this listener
+	}
+	if tcp && !in.OwnsListener(h, cfg.Host, int(cfg.Port)) {
+		return nil, fmt.Errorf("%s port %d is not served by the discovered pid %d; not connected", cfg.Host, cfg.Port, in.PID)
+	}
+	if why := in.MayReceiveCredentials(); why != "" {
+		// Only logins that need no password: the server must not even ask.
+		cfg.Password, cfg.RequireAuth = "", "none"
+		return cfg, nil
 	}
 	if cfg.Password == "" {
 		cfg.Password = pgpassPassword(h, cfg.Host, int(cfg.Port), cfg.Database, cfg.User)
@@ -179,21 +224,6 @@ func noPassfile(dsn string) string {
 		return u.String()
 	}
 	return "passfile='' " + dsn
-}
-
-// dsnHasHost reports whether a connection string names a host; without one,
-// dbhost connects to the discovered instance's socket.
-func dsnHasHost(dsn string) bool {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		return err == nil && (u.Host != "" || u.Query().Get("host") != "")
-	}
-	for _, f := range strings.Fields(dsn) {
-		if strings.HasPrefix(f, "host=") || strings.HasPrefix(f, "hostaddr=") {
-			return true
-		}
-	}
-	return false
 }
 
 // quoteConn quotes a keyword/value connection string value.

@@ -101,7 +101,7 @@ func (detector) Inspect(ctx context.Context, h *host.Host, p engine.Process, t *
 	case sockErr != "":
 		in.LiveErr = sockErr
 	default:
-		l, err := readLive(ctx, h, sockDir, in.Port, opts)
+		l, err := readLive(ctx, h, in, sockDir, opts)
 		switch {
 		case err == nil:
 			applyLive(in, l)
@@ -246,7 +246,8 @@ var versionOutput = regexp.MustCompile(`\(PostgreSQL\) (\d+[0-9.]*\w*)`)
 
 // version fills the version without a connection: PG_VERSION in the data
 // directory (the major; readable by root and the postgres user), else the
-// binary's path (/usr/lib/postgresql/15/bin), else `postgres --version`.
+// binary's path (/usr/lib/postgresql/15/bin), else `postgres --version` run
+// as the server's user, when only root can change the binary.
 func version(ctx context.Context, h *host.Host, in *engine.Instance) {
 	if in.DataDir != "" {
 		f := path.Join(in.DataDir, "PG_VERSION")
@@ -262,7 +263,10 @@ func version(ctx context.Context, h *host.Host, in *engine.Instance) {
 	if in.Exe == "" {
 		return
 	}
-	out, err := h.Run(ctx, in.Exe, "--version")
+	out, err := h.RunAs(ctx, in.UID, in.GID, in.Exe, "--version")
+	if errors.Is(err, host.ErrUntrusted) {
+		in.ConfigErrors = append(in.ConfigErrors, "version unknown: "+err.Error())
+	}
 	if err != nil {
 		return
 	}

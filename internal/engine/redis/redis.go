@@ -15,6 +15,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"regexp"
@@ -127,8 +128,6 @@ func (detector) Inspect(ctx context.Context, h *host.Host, p engine.Process, _ *
 		cl.Options[i].Source = optSource
 	}
 
-	readVersion(ctx, h, in, serverBinary(h, in.Exe, p.Comm), "")
-
 	// The configuration as files and arguments describe it.
 	confFile := cl.ConfigFile
 	if confFile != "" && !path.IsAbs(confFile) {
@@ -172,8 +171,13 @@ func (detector) Inspect(ctx context.Context, h *host.Host, p engine.Process, _ *
 			conf = ParseConf(hostFS{h}, confFile, cwd)
 		}
 	}
-	if in.Version == "" {
-		// The binary on PATH: a last resort, it may not be the running one.
+	// The server said nothing: ask its binary, as the server's own user.
+	if in.Version == "" && in.Exe != "" {
+		readVersion(ctx, h, in, serverBinary(h, in.Exe, p.Comm), "")
+	}
+	if in.Version == "" && in.Exe == "" {
+		// The binary on PATH: a last resort when the running one is
+		// unknown (/proc/PID/exe needs root); it may be another version.
 		readVersion(ctx, h, in, p.Comm, " (on PATH)")
 	}
 
@@ -272,13 +276,18 @@ func (f hostFS) ReadDir(p string) ([]string, error) { return f.h.ReadDir(p) }
 
 var versionRE = regexp.MustCompile(`\bv=(\d+\.\d+(?:\.\d+)?\S*)`)
 
-// readVersion runs `BINARY --version`: "Redis server v=7.0.15 sha=...",
-// "Valkey server v=8.0.1 ...".
+// readVersion runs `BINARY --version` as the server's user: "Redis server
+// v=7.0.15 sha=...", "Valkey server v=8.0.1 ...". A binary that someone
+// other than root can change is not run (host.CheckTrusted): the reason is
+// kept.
 func readVersion(ctx context.Context, h *host.Host, in *engine.Instance, bin, note string) {
 	if bin == "" || in.Version != "" {
 		return
 	}
-	out, err := h.Run(ctx, bin, "--version")
+	out, err := h.RunAs(ctx, in.UID, in.GID, bin, "--version")
+	if errors.Is(err, host.ErrUntrusted) {
+		in.ConfigErrors = append(in.ConfigErrors, "version unknown: "+err.Error())
+	}
 	if err != nil {
 		return
 	}

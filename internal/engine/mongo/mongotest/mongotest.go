@@ -124,10 +124,9 @@ func Start(t testing.TB, o Options) *Server {
 	}
 	t.Cleanup(unlock) // registered first, so it runs after Stop
 
-	dir, err := os.MkdirTemp("", "dbhost-mongod-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Under a directory only root can change, as a packaged mongod is:
+	// dbhost runs `mongod --version` only from such a place.
+	dir := testdb.RootOnlyDir(t, "mongod")
 	s := &Server{Dir: dir, Bin: filepath.Join(dir, "bin", "mongod"), Conf: filepath.Join(dir, "mongod.conf"),
 		DBPath: filepath.Join(dir, "db"), Port: testdb.FreePort(t), User: o.User}
 	t.Cleanup(func() { s.Stop(t) })
