@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // MaxFileSize caps a single read. Config files beyond it are reported as
@@ -38,6 +39,8 @@ var ErrNotLive = errors.New("not recorded in this snapshot")
 // Host reads one machine, live or recorded.
 type Host struct {
 	root     string // directory that holds proc/, sys/, etc/ ...
+	rootFD   int    // the root, when it is not "/": paths resolve inside it
+	shadow   string // live root other than "/": private copies procfs reads
 	live     bool
 	snapshot string // archive path when opened from a snapshot
 	tmpdir   string // unpacked snapshot, removed by Close
@@ -65,8 +68,22 @@ func Open(root string) (*Host, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("host root %s is not a directory", root)
 	}
-	h := &Host{root: root, live: true, cmdTimeout: 10 * time.Second}
-	h.proc, _ = procfs.NewFS(filepath.Join(root, "proc")) // errors surface on each read
+	h := &Host{root: root, rootFD: -1, live: true, cmdTimeout: 10 * time.Second}
+	if filepath.Clean(root) == "/" {
+		h.proc, _ = procfs.NewFS("/proc") // errors surface on each read
+	} else {
+		if h.rootFD, err = openRoot(root); err != nil {
+			return nil, fmt.Errorf("host root: %w", err)
+		}
+		// procfs reads files by path; under another root it reads the
+		// confined copies Touch makes (see shadowTouched).
+		if h.shadow, err = os.MkdirTemp("", "dbhost-root-"); err != nil {
+			unix.Close(h.rootFD)
+			return nil, err
+		}
+		os.Mkdir(filepath.Join(h.shadow, "proc"), 0o700)
+		h.proc, _ = procfs.NewFS(filepath.Join(h.shadow, "proc"))
+	}
 	h.manifest = liveManifest(h)
 	return h, nil
 }
@@ -96,14 +113,22 @@ func (h *Host) Manifest() Manifest { return h.manifest }
 // (procfs) that need a real directory; everything else uses Host methods.
 func (h *Host) Root() string { return h.root }
 
-// Close releases an unpacked snapshot.
+// Close releases the root and an unpacked snapshot.
 func (h *Host) Close() error {
-	if h.tmpdir != "" {
-		err := os.RemoveAll(h.tmpdir)
-		h.tmpdir = ""
-		return err
+	if h.rootFD >= 0 {
+		unix.Close(h.rootFD)
+		h.rootFD = -1
 	}
-	return nil
+	var err error
+	for _, d := range []*string{&h.tmpdir, &h.shadow} {
+		if *d != "" {
+			if e := os.RemoveAll(*d); e != nil && err == nil {
+				err = e
+			}
+			*d = ""
+		}
+	}
+	return err
 }
 
 // rel turns "/proc/meminfo" or "proc/meminfo" into the clean, root-relative
@@ -114,6 +139,19 @@ func rel(p string) string {
 }
 
 func (h *Host) abs(p string) string { return filepath.Join(h.root, filepath.FromSlash(rel(p))) }
+
+// MaxConfigSize caps a configuration file (ReadConfig): real ones are a few
+// hundred KB, and the parsers need about ten times a file's size.
+const MaxConfigSize = 4 << 20
+
+// ErrConfigTooLarge is returned for a configuration file over
+// MaxConfigSize; errors.Is(err, ErrTooLarge) holds for it too.
+var ErrConfigTooLarge error = configTooLarge{}
+
+type configTooLarge struct{}
+
+func (configTooLarge) Error() string        { return "configuration file larger than 4 MiB: not read" }
+func (configTooLarge) Is(target error) bool { return target == ErrTooLarge }
 
 // ReadFile reads a file below the host root. Reads larger than MaxFileSize
 // fail with ErrTooLarge.
@@ -129,7 +167,7 @@ func (h *Host) ReadSecret(p string) ([]byte, error) {
 	if !h.live {
 		return nil, &fs.PathError{Op: "open", Path: "/" + rel(p), Err: ErrNotLive}
 	}
-	return readCapped(h.abs(p))
+	return h.readKey(rel(p), MaxFileSize)
 }
 
 func (h *Host) readFile(p string, redact bool) ([]byte, error) {
@@ -145,7 +183,14 @@ func (h *Host) readFile(p string, redact bool) ([]byte, error) {
 			return b, err
 		}
 	}
-	b, err := readCapped(h.abs(p))
+	limit := int64(MaxFileSize)
+	if redact {
+		limit = MaxConfigSize
+	}
+	b, err := h.readKey(key, limit)
+	if errors.Is(err, ErrTooLarge) && redact {
+		err = ErrConfigTooLarge
+	}
 	if h.rec != nil {
 		h.rec.file(key, b, err, redact)
 	}
@@ -153,23 +198,6 @@ func (h *Host) readFile(p string, redact bool) ([]byte, error) {
 		return nil, pathErr("open", key, err)
 	}
 	return b, nil
-}
-
-func readCapped(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var buf bytes.Buffer
-	n, err := io.Copy(&buf, io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if n > MaxFileSize {
-		return nil, ErrTooLarge
-	}
-	return buf.Bytes(), nil
 }
 
 // pathErr normalises errors so that a recorded error and a live one read the
@@ -195,8 +223,16 @@ func (h *Host) Touch(paths ...string) error {
 			if _, _, ok := h.rec.seen(key, false); ok {
 				continue
 			}
-			b, err := readCapped(h.abs(p))
+		}
+		if h.rec == nil && h.shadow == "" {
+			continue
+		}
+		b, err := h.readKey(key, MaxFileSize)
+		if h.rec != nil {
 			h.rec.file(key, b, err, false)
+		}
+		if err == nil {
+			h.shadowTouched(key, b)
 		}
 	}
 	return nil
@@ -206,13 +242,9 @@ func (h *Host) Touch(paths ...string) error {
 func (h *Host) ReadDir(p string) ([]string, error) {
 	key := rel(p)
 	v, err := h.probe("readdir:"+key, func() ([]byte, error) {
-		ents, err := os.ReadDir(h.abs(p))
+		names, err := h.readDirKey(key)
 		if err != nil {
 			return nil, pathErr("open", key, err)
-		}
-		names := make([]string, 0, len(ents))
-		for _, e := range ents {
-			names = append(names, e.Name())
 		}
 		sort.Strings(names)
 		return []byte(strings.Join(names, "\n")), nil
@@ -230,7 +262,7 @@ func (h *Host) ReadDir(p string) ([]string, error) {
 func (h *Host) Readlink(p string) (string, error) {
 	key := rel(p)
 	v, err := h.probe("readlink:"+key, func() ([]byte, error) {
-		t, err := os.Readlink(h.abs(p))
+		t, err := h.readlinkKey(key)
 		if err != nil {
 			return nil, pathErr("readlink", key, err)
 		}
@@ -244,15 +276,11 @@ func (h *Host) Readlink(p string) (string, error) {
 func (h *Host) Realpath(p string) (string, error) {
 	key := rel(p)
 	v, err := h.probe("realpath:"+key, func() ([]byte, error) {
-		r, err := filepath.EvalSymlinks(h.abs(p))
+		r, err := h.realpathKey(key)
 		if err != nil {
 			return nil, pathErr("realpath", key, err)
 		}
-		r, err = filepath.Rel(h.root, r)
-		if err != nil {
-			return nil, err
-		}
-		return []byte("/" + rel(filepath.ToSlash(r))), nil
+		return []byte(r), nil
 	})
 	return string(v), err
 }
@@ -272,15 +300,11 @@ func (h *Host) Stat(p string) (FileInfo, error) {
 	key := rel(p)
 	var fi FileInfo
 	v, err := h.probe("stat:"+key, func() ([]byte, error) {
-		st, err := os.Stat(h.abs(p))
+		st, err := h.statKey(key, true)
 		if err != nil {
 			return nil, pathErr("stat", key, err)
 		}
-		fi := FileInfo{Mode: st.Mode(), Size: st.Size(), IsDir: st.IsDir()}
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			fi.UID, fi.GID, fi.Dev = int(sys.Uid), int(sys.Gid), uint64(sys.Dev)
-		}
-		return marshal(fi)
+		return marshal(fileInfo(st))
 	})
 	if err != nil {
 		return fi, err
@@ -541,6 +565,8 @@ func errnoFromString(msg string) error {
 		return syscall.ESRCH
 	case ErrTooLarge.Error():
 		return ErrTooLarge
+	case ErrConfigTooLarge.Error():
+		return ErrConfigTooLarge
 	}
 	return errors.New(msg)
 }

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // FileStat is the part of stat(2) that shared-memory accounting needs: the
@@ -26,8 +28,8 @@ func (h *Host) StatFile(p string) (FileStat, error) {
 	key := rel(p)
 	var fs FileStat
 	v, err := h.probe("statfile:"+key, func() ([]byte, error) {
-		var st syscall.Stat_t
-		if err := syscall.Stat(h.abs(p), &st); err != nil {
+		st, err := h.statKey(key, true)
+		if err != nil {
 			return nil, pathErr("stat", key, err)
 		}
 		return marshal(FileStat{Dev: st.Dev, Ino: st.Ino, Mode: st.Mode, UID: st.Uid, Nlink: st.Nlink, Size: st.Size, Blocks: st.Blocks})
@@ -59,8 +61,13 @@ func (h *Host) Statfs(p string) (FSStat, error) {
 	key := rel(p)
 	var fs FSStat
 	v, err := h.probe("statfs:"+key, func() ([]byte, error) {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(h.abs(p), &st); err != nil {
+		fd, err := h.openKey(key, unix.O_PATH)
+		if err != nil {
+			return nil, pathErr("statfs", key, err)
+		}
+		defer unix.Close(fd)
+		var st unix.Statfs_t
+		if err := unix.Fstatfs(fd, &st); err != nil {
 			return nil, pathErr("statfs", key, err)
 		}
 		return marshal(FSStat{Type: st.Type, Bsize: st.Bsize, Blocks: st.Blocks, Bfree: st.Bfree})
@@ -77,7 +84,7 @@ func (h *Host) Statfs(p string) (FSStat, error) {
 // produced in a few read calls instead of many small ones. Snapshots and
 // collections read through ReadFile, so they record and replay the same.
 func (h *Host) ReadFileInto(p string, buf []byte) ([]byte, error) {
-	if !h.live || h.rec != nil {
+	if !h.live || h.rec != nil || h.confined() {
 		b, err := h.ReadFile(p)
 		return append(buf[:0], b...), err
 	}

@@ -38,7 +38,7 @@ func (h *Host) Comm(pid int) (string, error) {
 func (h *Host) Cmdline(pid int) ([]string, error) {
 	key := fmt.Sprintf("cmdline:%d", pid)
 	v, err := h.probe(key, func() ([]byte, error) {
-		b, err := readCapped(h.abs(procPath(pid, "cmdline")))
+		b, err := h.readKey(rel(procPath(pid, "cmdline")), MaxFileSize)
 		if err != nil {
 			return nil, pathErr("open", rel(procPath(pid, "cmdline")), err)
 		}

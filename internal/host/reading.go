@@ -82,8 +82,8 @@ func Explain(err error) string {
 		return p + "not present on this host"
 	case errors.Is(err, ErrNotLive):
 		return err.Error()
-	case errors.Is(err, ErrTooLarge):
-		return p + ErrTooLarge.Error()
+	case errors.Is(err, ErrTooLarge) && pe != nil:
+		return p + pe.Err.Error()
 	}
 	return err.Error()
 }

@@ -48,10 +48,10 @@ func (m Manifest) AsRoot() bool { return m.EUID == 0 }
 
 func liveManifest(h *Host) Manifest {
 	m := Manifest{Format: SnapshotFormat, ToolVersion: Version, EUID: os.Geteuid(), Arch: runtime.GOARCH, CollectedAt: time.Now().UTC()}
-	if b, err := readCapped(h.abs("proc/sys/kernel/hostname")); err == nil {
+	if b, err := h.readKey("proc/sys/kernel/hostname", 4096); err == nil {
 		m.Hostname = strings.TrimSpace(string(b))
 	}
-	if b, err := readCapped(h.abs("proc/sys/kernel/osrelease")); err == nil {
+	if b, err := h.readKey("proc/sys/kernel/osrelease", 4096); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}
 	return m
@@ -146,7 +146,7 @@ func OpenSnapshot(file string) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{root: filepath.Join(dir, "fs"), snapshot: file, tmpdir: dir, snap: newRecording()}
+	h := &Host{root: filepath.Join(dir, "fs"), rootFD: -1, snapshot: file, tmpdir: dir, snap: newRecording()}
 	if err := h.unpack(f); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%s is not a usable dbhost snapshot: %w", file, err)
@@ -156,6 +156,10 @@ func OpenSnapshot(file string) (*Host, error) {
 		return nil, err
 	}
 	h.proc, _ = procfs.NewFS(filepath.Join(h.root, "proc"))
+	if h.rootFD, err = openRoot(h.root); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
 	return h, nil
 }
 

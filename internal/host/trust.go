@@ -38,15 +38,11 @@ func (h *Host) Lstat(p string) (FileInfo, error) {
 	key := rel(p)
 	var fi FileInfo
 	v, err := h.probe("lstat:"+key, func() ([]byte, error) {
-		st, err := os.Lstat(h.abs(p))
+		st, err := h.statKey(key, false)
 		if err != nil {
 			return nil, pathErr("lstat", key, err)
 		}
-		fi := FileInfo{Mode: st.Mode(), Size: st.Size(), IsDir: st.IsDir()}
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			fi.UID, fi.GID, fi.Dev = int(sys.Uid), int(sys.Gid), uint64(sys.Dev)
-		}
-		return marshal(fi)
+		return marshal(fileInfo(st))
 	})
 	if err != nil {
 		return fi, err
