@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
@@ -131,10 +132,18 @@ func (s *sourceFlags) register(fs *flag.FlagSet, withFrom bool) {
 
 func (s *sourceFlags) open() (*host.Host, error) {
 	if s.from != "" {
+		// A snapshot may come from anywhere. Its size is capped (see
+		// host.OpenSnapshot); a soft memory limit makes the collector work
+		// harder rather than let parsers of large files grow the heap.
+		debug.SetMemoryLimit(snapshotMemoryLimit)
 		return host.OpenSnapshot(s.from)
 	}
 	return host.Open(s.root)
 }
+
+// snapshotMemoryLimit is the soft heap limit while judging a snapshot: an
+// archive at the size limits is judged in well under 200 MB of RSS.
+const snapshotMemoryLimit = 96 << 20
 
 func (s *sourceFlags) options() facts.Options {
 	return facts.Options{Engine: engine.Options{PGDSN: s.pgDSN, MySQLDSN: s.mysqlDSN, NoConnect: s.noConnect}}

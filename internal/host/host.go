@@ -44,6 +44,8 @@ type Host struct {
 	live     bool
 	snapshot string // archive path when opened from a snapshot
 	tmpdir   string // unpacked snapshot, removed by Close
+	// unpackLock is held while the snapshot is unpacked (see unpackdir.go).
+	unpackLock *os.File
 
 	proc procfs.FS
 
@@ -127,6 +129,10 @@ func (h *Host) Close() error {
 			}
 			*d = ""
 		}
+	}
+	if h.unpackLock != nil {
+		h.unpackLock.Close()
+		h.unpackLock = nil
 	}
 	return err
 }

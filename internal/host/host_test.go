@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -151,7 +152,19 @@ func TestOpenSnapshotRejectsBadArchives(t *testing.T) {
 		var buf bytes.Buffer
 		gz := gzip.NewWriter(&buf)
 		tw := tar.NewWriter(gz)
-		for n, c := range entries {
+		// In collect's order: the manifest first.
+		names := make([]string, 0, len(entries))
+		for n := range entries {
+			names = append(names, n)
+		}
+		sort.Slice(names, func(a, b int) bool {
+			if (names[a] == "manifest.json") != (names[b] == "manifest.json") {
+				return names[a] == "manifest.json"
+			}
+			return names[a] < names[b]
+		})
+		for _, n := range names {
+			c := entries[n]
 			tw.WriteHeader(&tar.Header{Name: n, Mode: 0o600, Size: int64(len(c)), Typeflag: tar.TypeReg})
 			tw.Write([]byte(c))
 		}

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -24,10 +25,20 @@ const SnapshotFormat = "dbhost-snapshot/1"
 // Version is the tool version written into manifests (set by cmd/dbhost).
 var Version = "dev"
 
-// Limits that keep a hostile or corrupt archive from filling the disk.
+// Limits on a snapshot archive. A collection of a real host is far smaller
+// (the largest recorded here: 0.7 MB unpacked in 442 entries, a 104 KB
+// file, a 27 KB probe, a 213 KB probes.json); the limits leave room for
+// busy hosts with thousands of processes, and keep a hostile archive from
+// costing more than a few hundred MB or seconds (docs/json-schema.md).
 const (
-	maxSnapshotBytes = 1 << 30
-	maxSnapshotFiles = 200000
+	maxSnapshotBytes     = 64 << 20 // all entries, unpacked
+	maxSnapshotFiles     = 50000    // entries
+	maxSnapshotFile      = 8 << 20  // one fs/ file
+	maxManifestBytes     = 64 << 10 // manifest.json (its note is free text)
+	maxProbesBytes       = 16 << 20 // probes.json
+	maxProbeValue        = 4 << 20  // one probe's output, decoded
+	maxErrorsBytes       = 4 << 20  // errors.json
+	maxAfterEndOfArchive = 64 << 10 // tar padding after the end marker
 )
 
 // Manifest describes a snapshot: which host, when, by whom.
@@ -134,30 +145,27 @@ func WriteArchive(w io.Writer, mtime time.Time, manifest, probes, errs any, file
 	return gz.Close()
 }
 
-// OpenSnapshot unpacks a snapshot archive into a private temporary directory
-// and returns a Host that reads it. Close removes the directory.
+// OpenSnapshot unpacks a snapshot archive into a private directory and
+// returns a Host that reads it. Close removes the directory; one left by a
+// process that died (kill -9) is removed by the next OpenSnapshot.
 func OpenSnapshot(file string) (*Host, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	dir, err := os.MkdirTemp(unpackDir(), "dbhost-snapshot-")
-	if err != nil {
-		return nil, err
-	}
-	h := &Host{root: filepath.Join(dir, "fs"), rootFD: -1, snapshot: file, tmpdir: dir, snap: newRecording()}
+	h := &Host{rootFD: -1, snapshot: file, snap: newRecording()}
 	if err := h.unpack(f); err != nil {
-		os.RemoveAll(dir)
+		h.Close()
 		return nil, fmt.Errorf("%s is not a usable dbhost snapshot: %w", file, err)
 	}
 	if err := os.MkdirAll(h.root, 0o700); err != nil {
-		os.RemoveAll(dir)
+		h.Close()
 		return nil, err
 	}
 	h.proc, _ = procfs.NewFS(filepath.Join(h.root, "proc"))
 	if h.rootFD, err = openRoot(h.root); err != nil {
-		os.RemoveAll(dir)
+		h.Close()
 		return nil, err
 	}
 	return h, nil
@@ -171,15 +179,9 @@ func (h *Host) unpack(r io.Reader) error {
 	tr := tar.NewReader(gz)
 	var total int64
 	var files int
-	var sawManifest bool
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			// tar stops at its end marker; the gzip trailer (checksum and
-			// length) is only checked when the stream is read to its end.
-			if _, err := io.Copy(io.Discard, gz); err != nil {
-				return err
-			}
 			break
 		}
 		if err != nil {
@@ -187,8 +189,19 @@ func (h *Host) unpack(r io.Reader) error {
 		}
 		files++
 		total += hdr.Size
-		if files > maxSnapshotFiles || total > maxSnapshotBytes {
-			return errors.New("archive too large")
+		if max, ok := entryLimit(hdr.Name); ok && hdr.Size > max {
+			return fmt.Errorf("%s is %s, more than the %s a snapshot allows for it", hdr.Name, size(hdr.Size), size(max))
+		}
+		switch {
+		case files > maxSnapshotFiles:
+			return fmt.Errorf("more than %d entries (a snapshot of a real host has hundreds)", maxSnapshotFiles)
+		case total > maxSnapshotBytes:
+			return fmt.Errorf("more than %d MiB unpacked (a snapshot of a real host has a few MB)", maxSnapshotBytes>>20)
+		}
+		// The manifest comes first, as collect writes it: nothing is
+		// unpacked before the archive says what it is.
+		if files == 1 && (hdr.Name != "manifest.json" || hdr.Typeflag != tar.TypeReg) {
+			return fmt.Errorf("the first entry is %q, not manifest.json", hdr.Name)
 		}
 		if hdr.Typeflag != tar.TypeReg {
 			continue // only regular files: no links that could point outside
@@ -199,40 +212,46 @@ func (h *Host) unpack(r io.Reader) error {
 		}
 		switch {
 		case name == "manifest.json":
-			if err := decodeJSON(tr, &h.manifest); err != nil {
+			if files != 1 {
+				return errors.New("a second manifest.json")
+			}
+			if err := decodeCapped(tr, hdr, maxManifestBytes, &h.manifest); err != nil {
 				return fmt.Errorf("manifest: %w", err)
 			}
 			if h.manifest.Format != SnapshotFormat {
 				return fmt.Errorf("unknown format %q", h.manifest.Format)
 			}
-			sawManifest = true
+			if err := h.makeUnpackDir(); err != nil {
+				return err
+			}
 		case name == "probes.json":
-			if err := decodeJSON(tr, &h.snap.probes); err != nil {
+			if err := decodeCapped(tr, hdr, maxProbesBytes, &h.snap.probes); err != nil {
 				return fmt.Errorf("probes: %w", err)
 			}
+			for k, p := range h.snap.probes {
+				if len(p.Out) > maxProbeValue || len(p.Err) > maxProbeValue {
+					return fmt.Errorf("probe %.60q holds more than %d MiB", k, maxProbeValue>>20)
+				}
+			}
 		case name == "errors.json":
-			if err := decodeJSON(tr, &h.snap.errs); err != nil {
+			if err := decodeCapped(tr, hdr, maxErrorsBytes, &h.snap.errs); err != nil {
 				return fmt.Errorf("errors: %w", err)
 			}
 		case strings.HasPrefix(name, "fs/"):
-			dst := filepath.Join(h.tmpdir, filepath.FromSlash(name))
-			if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-				return err
-			}
-			out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(out, io.LimitReader(tr, hdr.Size))
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
+			if err := writeEntry(filepath.Join(h.tmpdir, filepath.FromSlash(name)), tr, hdr.Size); err != nil {
 				return err
 			}
 		}
 	}
-	if !sawManifest {
+	// tar stops at its end marker. The gzip trailer (checksum and length)
+	// follows the padding of the last record; more than that is not part
+	// of a snapshot and is not decompressed.
+	if n, err := io.Copy(io.Discard, io.LimitReader(gz, maxAfterEndOfArchive+1)); err != nil {
+		return err
+	} else if n > maxAfterEndOfArchive {
+		return errors.New("data after the end of the archive")
+	}
+	if h.tmpdir == "" {
 		return errors.New("no manifest.json")
 	}
 	// Every collection reads the process table; an archive without it
@@ -243,20 +262,49 @@ func (h *Host) unpack(r io.Reader) error {
 	return nil
 }
 
-// unpackDir prefers tmpfs: a snapshot is hundreds of small files, read once
-// and removed, so there is no reason to send them to a disk. TMPDIR wins
-// when set.
-func unpackDir() string {
-	if os.Getenv("TMPDIR") == "" {
-		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() && st.Mode().Perm()&0o002 != 0 {
-			return "/dev/shm"
-		}
+// writeEntry writes one fs/ entry of the archive.
+func writeEntry(dst string, r io.Reader, size int64) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
 	}
-	return os.TempDir()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, io.LimitReader(r, size))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
-func decodeJSON(r io.Reader, v any) error {
-	return json.NewDecoder(io.LimitReader(r, maxSnapshotBytes)).Decode(v)
+// size writes a byte count for a person to read.
+func size(n int64) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+}
+
+// entryLimit is the size an entry may have, judged from its tar header
+// before a byte of it is read.
+func entryLimit(name string) (int64, bool) {
+	switch {
+	case name == "manifest.json":
+		return maxManifestBytes, true
+	case name == "probes.json":
+		return maxProbesBytes, true
+	case name == "errors.json":
+		return maxErrorsBytes, true
+	case strings.HasPrefix(name, "fs/"):
+		return maxSnapshotFile, true
+	}
+	return 0, false
+}
+
+// decodeCapped decodes one JSON entry; unpack checked its declared size.
+func decodeCapped(r io.Reader, hdr *tar.Header, max int64, v any) error {
+	return json.NewDecoder(io.LimitReader(r, max)).Decode(v)
 }
 
 func marshal(v any) ([]byte, error) { return json.Marshal(v) }

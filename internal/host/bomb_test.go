@@ -1,0 +1,302 @@
+package host_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dbhost/dbhost/internal/cli"
+	"github.com/dbhost/dbhost/internal/fixture"
+	"github.com/dbhost/dbhost/internal/fixture/derive"
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+// bomb writes a snapshot-shaped archive whose decompressed size can be
+// gigabytes: gzip streams may be concatenated, so a chunk compressed once
+// is appended as many times as wanted.
+type bomb struct {
+	t   *testing.T
+	out bytes.Buffer
+	tar int64 // bytes of the tar stream so far
+}
+
+func (b *bomb) member(p []byte) {
+	gz, _ := gzip.NewWriterLevel(&b.out, gzip.BestSpeed)
+	gz.Write(p)
+	gz.Close()
+	b.tar += int64(len(p))
+}
+
+// repeat appends chunk n times, compressed once.
+func (b *bomb) repeat(chunk []byte, n int) {
+	var c bytes.Buffer
+	gz, _ := gzip.NewWriterLevel(&c, gzip.BestSpeed)
+	gz.Write(chunk)
+	gz.Close()
+	for range n {
+		b.out.Write(c.Bytes())
+	}
+	b.tar += int64(len(chunk)) * int64(n)
+}
+
+// header starts a regular file entry of the given size.
+func (b *bomb) header(name string, size int64) {
+	var h bytes.Buffer
+	tw := tar.NewWriter(&h)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: size, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+		b.t.Fatal(err)
+	}
+	b.member(h.Bytes())
+}
+
+// pad ends an entry on a 512-byte block.
+func (b *bomb) pad() {
+	if r := b.tar % 512; r != 0 {
+		b.member(make([]byte, 512-r))
+	}
+}
+
+func (b *bomb) file(name, content string) {
+	b.header(name, int64(len(content)))
+	b.member([]byte(content))
+	b.pad()
+}
+
+// end writes tar's end marker.
+func (b *bomb) end() { b.member(make([]byte, 1024)) }
+
+func (b *bomb) manifest() {
+	b.file("manifest.json", `{"format":"`+host.SnapshotFormat+`","hostname":"bomb","euid":0}`)
+}
+
+func (b *bomb) save(dir, name string) string {
+	p := filepath.Join(dir, name+".tar.gz")
+	if err := os.WriteFile(p, b.out.Bytes(), 0o600); err != nil {
+		b.t.Fatal(err)
+	}
+	return p
+}
+
+const mib = 1 << 20
+
+var aChunk = bytes.Repeat([]byte("A"), mib) // base64 of zeros: valid probe output
+
+// bigProbes is probes.json holding n values of size MiB each (valid JSON).
+func (b *bomb) bigProbes(n, size int) {
+	var parts [][]byte
+	for i := range n {
+		parts = append(parts, []byte(fmt.Sprintf(`%s"cmd:x%d":{"out":"`, map[bool]string{true: "{", false: ","}[i == 0], i)))
+	}
+	length := int64(0)
+	for _, p := range parts {
+		length += int64(len(p)) + int64(size)*mib + 2
+	}
+	length += 1 + int64(len(`,"readdir:proc":{"out":"MQ=="}`))
+	b.header("probes.json", length)
+	for _, p := range parts {
+		b.member(p)
+		b.repeat(aChunk, size)
+		b.member([]byte(`"}`))
+	}
+	b.member([]byte(`,"readdir:proc":{"out":"MQ=="}}`))
+	b.pad()
+}
+
+// fixtureArchive is a real recorded snapshot, to which a bomb adds.
+func fixtureArchive(t *testing.T) []byte {
+	b, err := os.ReadFile(fixture.Path("baseline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestBombChild opens and judges the snapshot in DBHOST_BOMB; the parent
+// test measures it. It does nothing in a normal run.
+func TestBombChild(t *testing.T) {
+	file := os.Getenv("DBHOST_BOMB")
+	if file == "" {
+		return
+	}
+	defer peakRSS()
+	var out, errb bytes.Buffer
+	switch code := cli.Main([]string{"dbhost", "audit", "--from", file, "--format", "json"}, cli.Env{Stdout: &out, Stderr: &errb}); code {
+	case cli.ExitOK, cli.ExitFindings:
+		fmt.Printf("judged: %d bytes of findings\n", out.Len())
+	default:
+		fmt.Println("refused:", errb.String())
+	}
+}
+
+// peakRSS prints this process's peak resident set (VmHWM): the parent's
+// rusage would include what the forked child inherited before exec.
+func peakRSS() {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, ln := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(ln, "VmHWM:") {
+			fmt.Println("peak", strings.TrimSpace(strings.TrimPrefix(ln, "VmHWM:")))
+		}
+	}
+}
+
+type bombResult struct {
+	out     string
+	elapsed time.Duration
+	rssMB   float64
+}
+
+// openInChild opens a snapshot in a fresh process and measures it.
+func openInChild(t *testing.T, file string) bombResult {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestBombChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "DBHOST_BOMB="+file)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	var kb float64
+	if i := strings.Index(string(out), "peak "); i >= 0 {
+		fmt.Sscanf(string(out)[i:], "peak %f kB", &kb)
+	}
+	if kb == 0 {
+		t.Fatalf("the child did not report its peak RSS:\n%s", out)
+	}
+	return bombResult{out: string(out), elapsed: elapsed, rssMB: kb / 1024}
+}
+
+// TestSnapshotBombs: hostile archives under 64 MB are judged or refused in
+// under 5 s and 200 MB of memory.
+func TestSnapshotBombs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a child process per archive")
+	}
+	dir := t.TempDir()
+	real := fixtureArchive(t)
+	cases := []struct {
+		name, want string
+		build      func(b *bomb)
+	}{
+		{"77 probe values of 10 MB", "probes.json is 770.0 MiB, more than the 16.0 MiB", func(b *bomb) {
+			b.manifest()
+			b.bigProbes(77, 10)
+			b.end()
+		}},
+		{"900 MB probes.json", "probes.json is 900.0 MiB", func(b *bomb) {
+			b.manifest()
+			b.bigProbes(1, 900)
+			b.end()
+		}},
+		{"probe value over the limit", "holds more than", func(b *bomb) {
+			b.manifest()
+			b.bigProbes(1, 6)
+			b.end()
+		}},
+		{"900 MB manifest note", "manifest.json is 900.0 MiB, more than the 64.0 KiB", func(b *bomb) {
+			const head = `{"format":"dbhost-snapshot/1","note":"`
+			b.header("manifest.json", int64(len(head))+900*mib+2)
+			b.member([]byte(head))
+			b.repeat(aChunk, 900)
+			b.member([]byte(`"}`))
+			b.pad()
+			b.end()
+		}},
+		{"500 MB after the end marker", "data after the end", func(b *bomb) {
+			b.out.Write(real)
+			b.repeat(make([]byte, mib), 500)
+		}},
+		{"60000 files", "entries", func(b *bomb) {
+			gz, _ := gzip.NewWriterLevel(&b.out, gzip.BestSpeed)
+			tw := tar.NewWriter(gz)
+			m := `{"format":"` + host.SnapshotFormat + `"}`
+			tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o600, Size: int64(len(m)), Typeflag: tar.TypeReg})
+			tw.Write([]byte(m))
+			for i := range 60000 {
+				tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("fs/proc/%d/comm", i), Mode: 0o600, Size: 2, Typeflag: tar.TypeReg})
+				tw.Write([]byte("x\n"))
+			}
+			tw.Close()
+			gz.Close()
+		}},
+		{"a 20 MB file", "fs/etc/my.cnf is 20.0 MiB, more than the 8.0 MiB", func(b *bomb) {
+			b.manifest()
+			b.header("fs/etc/my.cnf", 20*mib)
+			b.repeat(aChunk, 20)
+			b.end()
+		}},
+		{"70 MB of files", "more than 64 MiB unpacked", func(b *bomb) {
+			b.manifest()
+			for i := range 10 {
+				b.header(fmt.Sprintf("fs/var/f%d", i), 7*mib)
+				b.repeat(aChunk, 7)
+			}
+			b.end()
+		}},
+		{"a real snapshot", "judged:", func(b *bomb) { b.out.Write(real) }},
+		{"a real snapshot, files grown", "judged:", func(b *bomb) { b.out.Write(grown(t, dir)) }},
+	}
+	for _, c := range cases {
+		b := &bomb{t: t}
+		c.build(b)
+		file := b.save(dir, strings.ReplaceAll(c.name, " ", "-"))
+		fi, _ := os.Stat(file)
+		r := openInChild(t, file)
+		t.Logf("%-28s %6.1f MB archive: %-9s in %5.0f ms, peak RSS %5.1f MB", c.name, float64(fi.Size())/mib,
+			strings.SplitN(r.out, ":", 2)[0], float64(r.elapsed.Microseconds())/1000, r.rssMB)
+		if fi.Size() >= 64*mib {
+			t.Errorf("%s: the archive is %d MB, not a small bomb", c.name, fi.Size()/mib)
+		}
+		if !strings.Contains(r.out, c.want) {
+			t.Errorf("%s: want %q, got %s", c.name, c.want, r.out)
+		}
+		if r.elapsed > 5*time.Second || r.rssMB > 200 {
+			t.Errorf("%s: %v and %.0f MB RSS, want < 5 s and < 200 MB", c.name, r.elapsed, r.rssMB)
+		}
+	}
+}
+
+// grown is the baseline recording with every file of 1 KB or more grown,
+// by repeating its lines, to about 3 MiB (7 MiB for one), staying under
+// the limits: what the gatherers parse must stay cheap at that size.
+func grown(t *testing.T, dir string) []byte {
+	a, err := derive.Read(fixture.Path("baseline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int
+	for name, c := range a.Files {
+		if len(c) < 1024 || total > 50*mib {
+			continue
+		}
+		want := 3 * mib
+		if total == 0 {
+			want = 7 * mib
+		}
+		lines := bytes.SplitAfter(c, []byte("\n"))
+		var g []byte
+		for len(g) < want {
+			for _, ln := range lines[1:] {
+				g = append(g, ln...)
+			}
+		}
+		a.Files[name] = append(append([]byte(nil), c...), g...)
+		total += len(a.Files[name])
+	}
+	p := filepath.Join(dir, "grown.tar.gz")
+	if err := a.Write(p); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,217 @@
+package host
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dbhost/dbhost/internal/testdb"
+)
+
+const baseline = "../../testdata/hosts/baseline.tar.gz"
+
+// privateTmp points TMPDIR (and so the unpack area) at a directory of the
+// test's own and returns the per-user unpack directory.
+func privateTmp(t *testing.T) string {
+	t.Helper()
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	return filepath.Join(tmp, fmt.Sprintf("dbhost-unpack-%d", os.Geteuid()))
+}
+
+func unpacked(t *testing.T, base string) []string {
+	t.Helper()
+	ents, _ := os.ReadDir(base)
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// writeArchive streams a snapshot-shaped archive: a manifest, files of
+// size bytes each, and probes only when withProbes.
+func writeArchive(w io.Writer, files, size int, withProbes bool) error {
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	add := func(name string, b []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(b)), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err := tw.Write(b)
+		return err
+	}
+	if err := add("manifest.json", []byte(`{"format":"`+SnapshotFormat+`"}`)); err != nil {
+		return err
+	}
+	if withProbes {
+		if err := add("probes.json", []byte(`{"readdir:proc":{"out":"MQ=="}}`)); err != nil {
+			return err
+		}
+	}
+	for i := range files {
+		if err := add(fmt.Sprintf("fs/var/f%d", i), make([]byte, size)); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return gz.Close()
+}
+
+func TestRejectedArchiveLeavesNothing(t *testing.T) {
+	base := privateTmp(t)
+	file := filepath.Join(t.TempDir(), "late.tar.gz")
+	f, _ := os.Create(file)
+	writeArchive(f, 20, 1<<20, false) // 20 MB unpacked, then no process table
+	f.Close()
+	if _, err := OpenSnapshot(file); err == nil || !strings.Contains(err.Error(), "no process table") {
+		t.Fatalf("accepted, or refused for another reason: %v", err)
+	}
+	if left := unpacked(t, base); len(left) != 0 {
+		t.Errorf("a refused archive left %v", left)
+	}
+}
+
+// TestUnpackChild unpacks the archive named by DBHOST_UNPACK (a FIFO the
+// parent feeds and then kills this process during). Nothing otherwise.
+func TestUnpackChild(t *testing.T) {
+	if f := os.Getenv("DBHOST_UNPACK"); f != "" {
+		OpenSnapshot(f)
+	}
+}
+
+// TestKilledUnpackCleanedUp: kill -9 in the middle of unpacking leaves a
+// directory behind; the next OpenSnapshot removes it.
+func TestKilledUnpackCleanedUp(t *testing.T) {
+	base := privateTmp(t)
+	fifo := filepath.Join(t.TempDir(), "feed")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(os.Args[0], "-test.run", "^TestUnpackChild$")
+	child.Env = append(os.Environ(), "DBHOST_UNPACK="+fifo)
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Feed part of an archive, keep the pipe open, and wait until the
+	// child has unpacked some of it.
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeArchive(pw, 40, 1<<20, true)) }()
+	io.CopyN(w, pr, 2<<20)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(unpacked(t, base)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	child.Process.Kill()
+	child.Wait()
+	w.Close()
+	pr.Close()
+	left := unpacked(t, base)
+	if len(left) != 1 || !strings.HasPrefix(left[0], fmt.Sprintf("snapshot-%d-", child.Process.Pid)) {
+		t.Fatalf("want the killed child's directory, have %v", left)
+	}
+	h, err := OpenSnapshot(baseline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now := unpacked(t, base); len(now) != 1 || now[0] == left[0] {
+		t.Errorf("the dead child's directory %s is still there: %v", left[0], now)
+	}
+	h.Close()
+	if now := unpacked(t, base); len(now) != 0 {
+		t.Errorf("Close left %v", now)
+	}
+}
+
+// TestUnpackBaseOfAnotherUser: the per-user directory, made first by
+// someone else (or as a link), is not used.
+func TestUnpackBaseOfAnotherUser(t *testing.T) {
+	testdb.Need(t, "root (a directory owned by another user)", os.Geteuid() == 0)
+	for _, plant := range []func(string) error{
+		func(base string) error { return os.Symlink(t.TempDir(), base) },
+		func(base string) error {
+			if err := os.Mkdir(base, 0o700); err != nil {
+				return err
+			}
+			return os.Chown(base, 65534, 65534)
+		},
+		func(base string) error { return os.Mkdir(base, 0o777) },
+	} {
+		base := privateTmp(t)
+		if err := plant(base); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(base, 0o777)
+		h, err := OpenSnapshot(baseline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(h.tmpdir, base+"/") {
+			t.Errorf("unpacked into %s, which another user controls", h.tmpdir)
+		}
+		h.Close()
+	}
+}
+
+// TestRefusedBeforeWriting feeds, through a pipe held open, an archive
+// whose first entry is a large file and not the manifest: it must be
+// refused before any of it is written out.
+func TestRefusedBeforeWriting(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	fifo := filepath.Join(t.TempDir(), "feed")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(os.Args[0], "-test.run", "^TestUnpackChild$")
+	child.Env = append(os.Environ(), "DBHOST_UNPACK="+fifo)
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { child.Process.Kill(); child.Wait() }()
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	pr, pw := io.Pipe()
+	go func() {
+		gz := gzip.NewWriter(pw)
+		tw := tar.NewWriter(gz)
+		tw.WriteHeader(&tar.Header{Name: "fs/var/big", Mode: 0o600, Size: 32 << 20, Typeflag: tar.TypeReg})
+		tw.Write(make([]byte, 32<<20))
+		pw.CloseWithError(gz.Close())
+	}()
+	defer pr.Close()
+	io.CopyN(w, pr, 1<<20) // the first MB of the stream; the pipe stays open
+	exited := make(chan struct{})
+	go func() { child.Process.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(2 * time.Second):
+	}
+	var written int64
+	filepath.Walk(tmp, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			written += fi.Size()
+		}
+		return nil
+	})
+	if written > 0 {
+		t.Errorf("%d bytes of a refused archive were written to %s", written, tmp)
+	}
+}
