@@ -90,7 +90,7 @@ func TestRedisAuth(t *testing.T) {
 	})
 	t.Run("pass: 0.0.0.0 under protected mode", func(t *testing.T) {
 		if _, err := os.Stat(fixture.Path("net-listen-all")); err != nil {
-			t.Skip("net-listen-all not recorded")
+			t.Fatalf("net-listen-all not recorded: %v", err)
 		}
 		sub := privateInstance(t, "net-listen-all", engine.Redis, sharedRedis)
 		fd := mustFind(t, "net-listen-all", id, sub)

@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/dbhost/dbhost/internal/results"
+	"github.com/dbhost/dbhost/internal/testdb"
 )
 
-// TestOpensInBrowser loads an example report in a headless Chromium,
-// when one is installed (it is optional: the test skips without it), and
-// fails on any console message — a CSP refusal of something external, a
+// TestOpensInBrowser loads an example report in a headless Chromium (make
+// test installs Debian's chromium; without it the test skips, and fails
+// under DBHOST_INTEGRATION=require), and fails on any console message — a CSP refusal of something external, a
 // parse error — or when the charts are not in the rendered page.
 func TestOpensInBrowser(t *testing.T) {
 	if testing.Short() {
@@ -28,9 +29,7 @@ func TestOpensInBrowser(t *testing.T) {
 			break
 		}
 	}
-	if bin == "" {
-		t.Skip("no Chromium installed (optional)")
-	}
+	testdb.Need(t, "Chromium (Debian package chromium)", bin != "")
 	arms := []results.Arm{{Index: 0, Name: "base <b>"}, {Index: 1, Name: "2M"}, {Index: 2, Name: "1G"}}
 	in := scenario{Name: "browser", Arms: arms, Effects: []float64{1, 1.05, 1.1}, PerArm: 6, Clients: []int{2, 8}, Seconds: 20, Seed: 6,
 		Exclude: map[int]string{3: "steal time 12% during the trial"}}.build(t)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +164,7 @@ func openInChild(t *testing.T, file string) bombResult {
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
+
 	var kb float64
 	if i := strings.Index(string(out), "peak "); i >= 0 {
 		fmt.Sscanf(string(out)[i:], "peak %f kB", &kb)
@@ -226,6 +228,17 @@ func TestSnapshotBombs(t *testing.T) {
 			tw.Close()
 			gz.Close()
 		}},
+		{"a million tiny probes", "probes", func(b *bomb) {
+			b.manifest()
+			b.file("probes.json", tinyEntries(16*mib-64, `{}`))
+			b.end()
+		}},
+		{"300000 tiny errors", "errors", func(b *bomb) {
+			b.manifest()
+			b.file("probes.json", `{"readdir:proc":{"out":"MQ=="}}`)
+			b.file("errors.json", tinyEntries(4*mib-64, `""`))
+			b.end()
+		}},
 		{"a 20 MB file", "fs/etc/my.cnf is 20.0 MiB, more than the 8.0 MiB", func(b *bomb) {
 			b.manifest()
 			b.header("fs/etc/my.cnf", 20*mib)
@@ -261,6 +274,21 @@ func TestSnapshotBombs(t *testing.T) {
 			t.Errorf("%s: %v and %.0f MB RSS, want < 5 s and < 200 MB", c.name, r.elapsed, r.rssMB)
 		}
 	}
+}
+
+// tinyEntries is a JSON object of about size bytes holding as many keys
+// as fit, each with value v.
+func tinyEntries(size int, v string) string {
+	var sb strings.Builder
+	sb.WriteString("{")
+	for i := 0; sb.Len() < size; i++ {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, "%q:%s", strconv.Itoa(i), v)
+	}
+	sb.WriteString("}")
+	return sb.String()
 }
 
 // grown is the baseline recording with every file of 1 KB or more grown,

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -43,9 +44,11 @@ type Host struct {
 	shadow   string // live root other than "/": private copies procfs reads
 	live     bool
 	snapshot string // archive path when opened from a snapshot
-	tmpdir   string // unpacked snapshot, removed by Close
-	// unpackLock is held while the snapshot is unpacked (see unpackdir.go).
-	unpackLock *os.File
+	tmpdir   string // unpacked snapshot
+	// area holds tmpdir or shadow, locked while open and removed by Close
+	// (see unpackdir.go).
+	area        *privateArea
+	areaCleanup runtime.Cleanup
 
 	proc procfs.FS
 
@@ -79,7 +82,7 @@ func Open(root string) (*Host, error) {
 		}
 		// procfs reads files by path; under another root it reads the
 		// confined copies Touch makes (see shadowTouched).
-		if h.shadow, err = os.MkdirTemp("", "dbhost-root-"); err != nil {
+		if h.shadow, err = h.makePrivateDir("root-"); err != nil {
 			unix.Close(h.rootFD)
 			return nil, err
 		}
@@ -111,9 +114,17 @@ func (h *Host) Source() string {
 // Manifest describes the host (and, for snapshots, when and how it was taken).
 func (h *Host) Manifest() Manifest { return h.manifest }
 
-// Root is the directory that holds the host's files. Only for the few readers
-// (procfs) that need a real directory; everything else uses Host methods.
-func (h *Host) Root() string { return h.root }
+// Root is the directory that procfs-style readers, which need a real
+// directory, read after declaring their files with Touch: the host's root,
+// or under a root other than "/" the confined copies Touch made (a reader
+// that opened ROOT/proc/... itself would follow links out of the root).
+// Everything else uses Host methods.
+func (h *Host) Root() string {
+	if h.shadow != "" {
+		return h.shadow
+	}
+	return h.root
+}
 
 // Close releases the root and an unpacked snapshot.
 func (h *Host) Close() error {
@@ -121,20 +132,8 @@ func (h *Host) Close() error {
 		unix.Close(h.rootFD)
 		h.rootFD = -1
 	}
-	var err error
-	for _, d := range []*string{&h.tmpdir, &h.shadow} {
-		if *d != "" {
-			if e := os.RemoveAll(*d); e != nil && err == nil {
-				err = e
-			}
-			*d = ""
-		}
-	}
-	if h.unpackLock != nil {
-		h.unpackLock.Close()
-		h.unpackLock = nil
-	}
-	return err
+	h.tmpdir, h.shadow = "", ""
+	return h.removePrivateDir()
 }
 
 // rel turns "/proc/meminfo" or "proc/meminfo" into the clean, root-relative
@@ -152,12 +151,14 @@ const MaxConfigSize = 4 << 20
 
 // ErrConfigTooLarge is returned for a configuration file over
 // MaxConfigSize; errors.Is(err, ErrTooLarge) holds for it too.
-var ErrConfigTooLarge error = configTooLarge{}
+var ErrConfigTooLarge error = tooLargeError("configuration file larger than 4 MiB: not read")
 
-type configTooLarge struct{}
+// tooLargeError is a file or output refused for its size; it is an
+// ErrTooLarge.
+type tooLargeError string
 
-func (configTooLarge) Error() string        { return "configuration file larger than 4 MiB: not read" }
-func (configTooLarge) Is(target error) bool { return target == ErrTooLarge }
+func (e tooLargeError) Error() string        { return string(e) }
+func (e tooLargeError) Is(target error) bool { return target == ErrTooLarge }
 
 // ReadFile reads a file below the host root. Reads larger than MaxFileSize
 // fail with ErrTooLarge.
@@ -237,8 +238,11 @@ func (h *Host) Touch(paths ...string) error {
 		if h.rec != nil {
 			h.rec.file(key, b, err, false)
 		}
-		if err == nil {
-			h.shadowTouched(key, b)
+		h.shadowTouched(key, b, err)
+		// Under --root procfs reads the copy: a file that exists but
+		// could not be read must not look absent to it.
+		if err != nil && h.shadow != "" && !errors.Is(err, fs.ErrNotExist) {
+			return pathErr("open", key, err)
 		}
 	}
 	return nil
@@ -573,6 +577,8 @@ func errnoFromString(msg string) error {
 		return ErrTooLarge
 	case ErrConfigTooLarge.Error():
 		return ErrConfigTooLarge
+	case errNotKept.Error():
+		return errNotKept
 	}
 	return errors.New(msg)
 }

@@ -8,10 +8,16 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/dbhost/dbhost/internal/testdb"
 )
 
 // fakeRoot builds a small host tree: what a snapshot would hold.
@@ -118,13 +124,16 @@ func TestSnapshotRoundTrip(t *testing.T) {
 
 func TestPermissionErrorsReplay(t *testing.T) {
 	if os.Geteuid() == 0 {
-		t.Skip("root reads everything; the non-root fixture covers this")
+		// Root reads everything: the test runs again as nobody.
+		runAsNobody(t, "TestPermissionErrorsReplay")
+		return
 	}
 	root := fakeRoot(t)
 	secret := filepath.Join(root, "proc/42/maps")
 	os.WriteFile(secret, []byte("x"), 0o000)
 	h, _ := Open(root)
 	h.StartRecording()
+	h.PIDs() // every collection reads the process table; a snapshot without one is refused
 	_, live := h.ReadFile("/proc/42/maps")
 	var buf bytes.Buffer
 	h.WriteSnapshot(&buf, "")
@@ -259,5 +268,42 @@ func TestRecordingIsOneObservation(t *testing.T) {
 	}
 	if b, _ := s.ReadFile("/proc/sys/vm/swappiness"); string(b) != string(first) {
 		t.Errorf("snapshot holds %q, the collection observed %q", b, first)
+	}
+}
+
+// runAsNobody runs one test of this binary again as user nobody, from a
+// copy nobody can execute (go test's build directory is root's alone), and
+// fails unless it passed there.
+func runAsNobody(t *testing.T, name string) {
+	t.Helper()
+	u, err := user.Lookup("nobody")
+	testdb.Need(t, "user nobody", err == nil)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir, err := os.MkdirTemp("", "dbhost-asnobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, "tmp")
+	for _, d := range []string{dir, tmp} {
+		os.Mkdir(d, 0o755)
+		os.Chmod(d, 0o755)
+	}
+	os.Chown(tmp, uid, gid)
+	bin, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "host.test")
+	if err := os.WriteFile(exe, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run", "^"+name+"$", "-test.count=1", "-test.v")
+	cmd.Dir, cmd.Env = tmp, []string{"PATH=/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + tmp}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+name) {
+		t.Fatalf("%s as nobody: %v\n%s", name, err, out)
 	}
 }

@@ -212,14 +212,35 @@ func (h *Host) readDirKey(key string) ([]string, error) {
 // shadowTouched copies a file a procfs parser is about to read into the
 // shadow tree the parser reads (live hosts with a root other than "/"):
 // procfs opens files itself, by path, and would follow links out of the
-// root. What is not in the shadow does not exist for procfs.
-func (h *Host) shadowTouched(key string, b []byte) {
+// root. What is not in the shadow does not exist for procfs: a file that
+// could not be read (a process that exited) loses its earlier copy.
+func (h *Host) shadowTouched(key string, b []byte, readErr error) {
 	if h.shadow == "" {
 		return
 	}
 	dst := filepath.Join(h.shadow, filepath.FromSlash(key))
-	if os.MkdirAll(filepath.Dir(dst), 0o700) == nil {
-		os.WriteFile(dst, b, 0o600)
+	if readErr != nil {
+		os.Remove(dst)
+		return
+	}
+	// Gatherers run concurrently and may touch the same file: each copy is
+	// renamed into place whole, so a parser never reads a half-written one.
+	if os.MkdirAll(filepath.Dir(dst), 0o700) != nil {
+		return
+	}
+	f, err := os.CreateTemp(filepath.Dir(dst), ".copy-*")
+	if err != nil {
+		return
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(f.Name())
 	}
 }
 

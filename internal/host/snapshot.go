@@ -38,6 +38,7 @@ const (
 	maxProbesBytes       = 16 << 20 // probes.json
 	maxProbeValue        = 4 << 20  // one probe's output, decoded
 	maxErrorsBytes       = 4 << 20  // errors.json
+	maxRecordedEntries   = 50000    // probes in probes.json, errors in errors.json
 	maxAfterEndOfArchive = 64 << 10 // tar padding after the end marker
 )
 
@@ -90,26 +91,51 @@ func (h *Host) WriteSnapshot(w io.Writer, note string) error {
 	defer h.rec.mu.Unlock()
 	m := h.manifest
 	m.Note = note
+	// What OpenSnapshot would refuse is kept as an error instead, so a
+	// collection of an unusual host still opens and says what is missing.
+	errs := make(map[string]string, len(h.rec.errs))
+	for k, e := range h.rec.errs {
+		errs[k] = e
+	}
 	files := make(map[string][]byte, len(h.rec.files))
 	for k, b := range h.rec.files {
 		if h.rec.redact[k] {
 			b = Redact(b)
 		}
+		if len(b) > maxSnapshotFile {
+			errs[k] = errNotKept.Error()
+			continue
+		}
 		files[k] = b
 	}
-	return WriteArchive(w, m.CollectedAt, m, h.rec.probes, h.rec.errs, files)
+	probes := make(map[string]probeResult, len(h.rec.probes))
+	for k, p := range h.rec.probes {
+		if len(p.Out) > maxProbeValue || len(p.Err) > maxProbeValue {
+			p = probeResult{Err: "output larger than 4 MiB: not kept in snapshots"}
+		}
+		probes[k] = p
+	}
+	return WriteArchive(w, m.CollectedAt, m, probes, errs, files)
 }
+
+// errNotKept replays a file a collection read but did not store.
+var errNotKept error = tooLargeError("file larger than 8 MiB: not kept in snapshots")
 
 // WriteArchive writes a snapshot archive in WriteSnapshot's layout:
 // manifest.json, probes.json and errors.json as indented JSON, then files
 // (keyed by root-relative path) under fs/ sorted by name, each entry a
 // regular file of mode 0600 with modification time mtime. The same input
 // gives the same bytes. Fixture tools that edit a recording (tools/derive-*)
-// write it back with this, so that it stays what collect would write.
+// write it back with this, so that it stays what collect would write. An
+// archive OpenSnapshot would refuse is not written.
 func WriteArchive(w io.Writer, mtime time.Time, manifest, probes, errs any, files map[string][]byte) error {
+	var lim archiveLimits
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
 	add := func(name string, b []byte) error {
+		if err := lim.admit(name, int64(len(b))); err != nil {
+			return fmt.Errorf("the snapshot would not open: %w", err)
+		}
 		hdr := &tar.Header{Name: name, Mode: 0o600, Size: int64(len(b)), ModTime: mtime, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
@@ -177,8 +203,7 @@ func (h *Host) unpack(r io.Reader) error {
 		return err
 	}
 	tr := tar.NewReader(gz)
-	var total int64
-	var files int
+	var lim archiveLimits
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -187,17 +212,10 @@ func (h *Host) unpack(r io.Reader) error {
 		if err != nil {
 			return err
 		}
-		files++
-		total += hdr.Size
-		if max, ok := entryLimit(hdr.Name); ok && hdr.Size > max {
-			return fmt.Errorf("%s is %s, more than the %s a snapshot allows for it", hdr.Name, size(hdr.Size), size(max))
+		if err := lim.admit(hdr.Name, hdr.Size); err != nil {
+			return err
 		}
-		switch {
-		case files > maxSnapshotFiles:
-			return fmt.Errorf("more than %d entries (a snapshot of a real host has hundreds)", maxSnapshotFiles)
-		case total > maxSnapshotBytes:
-			return fmt.Errorf("more than %d MiB unpacked (a snapshot of a real host has a few MB)", maxSnapshotBytes>>20)
-		}
+		files := lim.files
 		// The manifest comes first, as collect writes it: nothing is
 		// unpacked before the archive says what it is.
 		if files == 1 && (hdr.Name != "manifest.json" || hdr.Typeflag != tar.TypeReg) {
@@ -215,27 +233,30 @@ func (h *Host) unpack(r io.Reader) error {
 			if files != 1 {
 				return errors.New("a second manifest.json")
 			}
-			if err := decodeCapped(tr, hdr, maxManifestBytes, &h.manifest); err != nil {
+			if err := json.NewDecoder(io.LimitReader(tr, maxManifestBytes)).Decode(&h.manifest); err != nil {
 				return fmt.Errorf("manifest: %w", err)
 			}
 			if h.manifest.Format != SnapshotFormat {
 				return fmt.Errorf("unknown format %q", h.manifest.Format)
 			}
-			if err := h.makeUnpackDir(); err != nil {
+			dir, err := h.makePrivateDir("snapshot-")
+			if err != nil {
 				return err
 			}
+			h.tmpdir, h.root = dir, filepath.Join(dir, "fs")
 		case name == "probes.json":
-			if err := decodeCapped(tr, hdr, maxProbesBytes, &h.snap.probes); err != nil {
-				return fmt.Errorf("probes: %w", err)
-			}
-			for k, p := range h.snap.probes {
+			err := decodeEntries(tr, maxProbesBytes, h.snap.probes, func(k string, p probeResult) error {
 				if len(p.Out) > maxProbeValue || len(p.Err) > maxProbeValue {
 					return fmt.Errorf("probe %.60q holds more than %d MiB", k, maxProbeValue>>20)
 				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("probes.json: %w", err)
 			}
 		case name == "errors.json":
-			if err := decodeCapped(tr, hdr, maxErrorsBytes, &h.snap.errs); err != nil {
-				return fmt.Errorf("errors: %w", err)
+			if err := decodeEntries(tr, maxErrorsBytes, h.snap.errs, nil); err != nil {
+				return fmt.Errorf("errors.json: %w", err)
 			}
 		case strings.HasPrefix(name, "fs/"):
 			if err := writeEntry(filepath.Join(h.tmpdir, filepath.FromSlash(name)), tr, hdr.Size); err != nil {
@@ -286,6 +307,28 @@ func size(n int64) string {
 	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 }
 
+// archiveLimits counts an archive's entries against the limits, from tar
+// headers, before a byte of an entry is read (or written).
+type archiveLimits struct {
+	files int
+	total int64
+}
+
+func (l *archiveLimits) admit(name string, n int64) error {
+	l.files++
+	l.total += n
+	if max, ok := entryLimit(name); ok && n > max {
+		return fmt.Errorf("%s is %s, more than the %s a snapshot allows for it", name, size(n), size(max))
+	}
+	switch {
+	case l.files > maxSnapshotFiles:
+		return fmt.Errorf("more than %d entries (a snapshot of a real host has hundreds)", maxSnapshotFiles)
+	case l.total > maxSnapshotBytes:
+		return fmt.Errorf("more than %d MiB unpacked (a snapshot of a real host has a few MB)", maxSnapshotBytes>>20)
+	}
+	return nil
+}
+
 // entryLimit is the size an entry may have, judged from its tar header
 // before a byte of it is read.
 func entryLimit(name string) (int64, bool) {
@@ -302,9 +345,39 @@ func entryLimit(name string) (int64, bool) {
 	return 0, false
 }
 
-// decodeCapped decodes one JSON entry; unpack checked its declared size.
-func decodeCapped(r io.Reader, hdr *tar.Header, max int64, v any) error {
-	return json.NewDecoder(io.LimitReader(r, max)).Decode(v)
+// decodeEntries decodes a JSON object of at most maxBytes into m one
+// member at a time, so that an object of a million tiny members is
+// refused at maxRecordedEntries instead of being built; check, when set,
+// judges each member as it arrives.
+func decodeEntries[V any](r io.Reader, maxBytes int64, m map[string]V, check func(string, V) error) error {
+	dec := json.NewDecoder(io.LimitReader(r, maxBytes))
+	if t, err := dec.Token(); err != nil {
+		return err
+	} else if t != json.Delim('{') {
+		return errors.New("not a JSON object")
+	}
+	for dec.More() {
+		if len(m) >= maxRecordedEntries {
+			return fmt.Errorf("more than %d entries (a snapshot of a real host has hundreds)", maxRecordedEntries)
+		}
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		k, _ := t.(string)
+		var v V
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(k, v); err != nil {
+				return err
+			}
+		}
+		m[k] = v
+	}
+	_, err := dec.Token() // the closing brace
+	return err
 }
 
 func marshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -1,9 +1,12 @@
 package host
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
+
+	"github.com/dbhost/dbhost/internal/testdb"
 )
 
 // TestListenSockets listens on IPv4 and IPv6 loopback and finds both again
@@ -21,17 +24,13 @@ func TestListenSockets(t *testing.T) {
 		defer l.Close()
 		ls = append(ls, l)
 	}
-	if len(ls) == 0 {
-		t.Skip("cannot listen on loopback")
-	}
+	testdb.Need(t, "a loopback address to listen on", len(ls) > 0)
 	h, err := Open("/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	socks, err := h.ListenSockets()
-	if err != nil {
-		t.Skipf("sock_diag unavailable: %v", err)
-	}
+	testdb.Need(t, fmt.Sprintf("sock_diag (%v)", err), err == nil)
 	somaxconn, _ := h.Sysctl("net.core.somaxconn")
 	want, _ := strconv.Atoi(somaxconn)
 	tcp, err := h.NetTCP()

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -13,20 +14,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Snapshots unpack into tmpfs (/dev/shm) unless TMPDIR says otherwise: a
-// snapshot is hundreds of small files, read once and removed. Every unpack
-// gets its own directory under one per-user directory, and holds an flock
-// on a file in it while in use, so that the next OpenSnapshot can tell a
-// directory whose process died (kill -9 mid-unpack) and remove it.
+// A Host's private files (an unpacked snapshot; the confined copies procfs
+// reads under --root) live in tmpfs (/dev/shm) unless TMPDIR says
+// otherwise: hundreds of small files, read once and removed. Each Host gets
+// its own directory under one per-user directory and holds an flock on a
+// file in it while open, so that the next Host can tell a directory whose
+// process died (kill -9 mid-unpack) and remove it.
 
-// unpackParent is where the per-user directory lives.
-func unpackParent() string {
+// privateKinds are the prefixes of the directories Hosts make.
+var privateKinds = []string{"snapshot-", "root-"}
+
+// unpackParents are where the per-user directory may live, best first.
+func unpackParents() []string {
+	var out []string
 	if os.Getenv("TMPDIR") == "" {
 		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() && st.Mode().Perm()&0o002 != 0 {
-			return "/dev/shm"
+			out = append(out, "/dev/shm")
 		}
 	}
-	return os.TempDir()
+	return append(out, os.TempDir())
 }
 
 // unpackBase returns the per-user directory, creating it. In a shared
@@ -57,14 +63,14 @@ func unpackBase(parent string) (string, error) {
 // is removed: one that was just made has not taken its lock yet.
 const staleAge = time.Minute
 
-// cleanStale removes unpack directories whose process is gone.
+// cleanStale removes private directories whose process is gone.
 func cleanStale(base string) {
 	ents, err := os.ReadDir(base)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), "snapshot-") {
+		if !e.IsDir() || !hasKindPrefix(e.Name()) {
 			continue
 		}
 		dir := filepath.Join(base, e.Name())
@@ -82,30 +88,71 @@ func cleanStale(base string) {
 	}
 }
 
-// makeUnpackDir creates the directory this snapshot unpacks into and takes
-// its lock (released by Close, or by the kernel when the process dies).
-func (h *Host) makeUnpackDir() error {
-	parent := unpackParent()
-	base, err := unpackBase(parent)
-	if err == nil {
+func hasKindPrefix(name string) bool {
+	for _, k := range privateKinds {
+		if strings.HasPrefix(name, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// privateArea is a locked directory of one Host.
+type privateArea struct {
+	dir  string
+	lock *os.File
+}
+
+func (a privateArea) remove() error {
+	err := os.RemoveAll(a.dir)
+	a.lock.Close()
+	return err
+}
+
+// makePrivateDir creates a directory of this Host ("snapshot-PID-*" or
+// "root-PID-*") and takes its lock, released by Close or by the kernel
+// when the process dies. A Host dropped without Close has it removed when
+// the garbage collector finds the Host.
+func (h *Host) makePrivateDir(kind string) (string, error) {
+	var base string
+	parents := unpackParents()
+	for _, parent := range parents {
+		if b, err := unpackBase(parent); err == nil {
+			base = b
+			break
+		}
+	}
+	if base != "" {
 		cleanStale(base)
 	} else {
-		base = parent // a private directory of its own, which only Close removes
+		base = parents[len(parents)-1] // a private directory of its own, which only Close removes
 	}
-	dir, err := os.MkdirTemp(base, fmt.Sprintf("snapshot-%d-", os.Getpid()))
+	dir, err := os.MkdirTemp(base, fmt.Sprintf("%s%d-", kind, os.Getpid()))
 	if err != nil {
-		return err
+		return "", err
 	}
 	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		os.RemoveAll(dir)
-		return err
+		return "", err
 	}
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lock.Close()
 		os.RemoveAll(dir)
-		return err
+		return "", err
 	}
-	h.tmpdir, h.unpackLock, h.root = dir, lock, filepath.Join(dir, "fs")
-	return nil
+	h.area = &privateArea{dir: dir, lock: lock}
+	h.areaCleanup = runtime.AddCleanup(h, func(a privateArea) { a.remove() }, *h.area)
+	return dir, nil
+}
+
+// removePrivateDir removes the Host's directory (Close).
+func (h *Host) removePrivateDir() error {
+	if h.area == nil {
+		return nil
+	}
+	h.areaCleanup.Stop()
+	err := h.area.remove()
+	h.area = nil
+	return err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/dbhost/dbhost/internal/engine/mongo"
 	"github.com/dbhost/dbhost/internal/engine/mongo/mongotest"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/testdb"
 )
 
 // inspect discovers the instance of one PID on the live host, with its
@@ -110,9 +111,7 @@ func TestStandInPrivate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testdb.Need(t, "root (files readable by root only)", os.Geteuid() == 0)
 	s := mongotest.Start(t, mongotest.Options{Version: "8.0.4", User: "root", Private: true})
 	in := inspect(t, s.PID)
 	if in.User != "root" || in.Version != "8.0.4" {

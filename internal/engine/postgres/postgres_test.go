@@ -397,9 +397,7 @@ func TestIntegrationGrammarMatchesServer(t *testing.T) {
 	needPG(t)
 	s := testdb.Postgres(t, testdb.Options{})
 	bin, err := testdb.PostgresBin()
-	if err != nil {
-		t.Skip(err)
-	}
+	testdb.Need(t, fmt.Sprint(err), err == nil)
 	conf := "log_line_prefix = 'it''s \\101\\t%m \\q' # comment\n" +
 		"search_path '\"$user\", public'\n" +
 		"dynamic_library_path=opt/x-y.z:lib\n" +
@@ -446,9 +444,7 @@ func TestIntegrationGrammarRejects(t *testing.T) {
 	needPG(t)
 	s := testdb.Postgres(t, testdb.Options{})
 	bin, err := testdb.PostgresBin()
-	if err != nil {
-		t.Skip(err)
-	}
+	testdb.Need(t, fmt.Sprint(err), err == nil)
 	uid, gid := pgIDs(t)
 	for i, line := range []string{
 		"work_mem = 3 MB",
@@ -476,9 +472,7 @@ func TestIntegrationGrammarRejects(t *testing.T) {
 func pgIDs(t *testing.T) (int, int) {
 	t.Helper()
 	out, err := exec.Command("id", "-u", "postgres").Output()
-	if err != nil {
-		t.Skip("no postgres user")
-	}
+	testdb.Need(t, "the postgres user", err == nil)
 	uid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
 	out, _ = exec.Command("id", "-g", "postgres").Output()
 	gid, _ := strconv.Atoi(strings.TrimSpace(string(out)))

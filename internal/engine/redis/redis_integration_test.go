@@ -164,7 +164,7 @@ func localAddr(t *testing.T) string {
 			return ipn.IP.String()
 		}
 	}
-	t.Skip("no non-loopback IPv4 address")
+	testdb.Need(t, "a non-loopback IPv4 address", false)
 	return ""
 }
 
