@@ -89,6 +89,10 @@ func checkContainerLimits(f *facts.Facts) []Result {
 			out = append(out, UnknownR(subj, "cannot read the server's control group: "+cg.Err, ev...))
 			continue
 		}
+		if why := cg.Garbled(); why != "" {
+			out = append(out, UnknownR(subj, "cannot judge the server's control group: "+why, ev...))
+			continue
+		}
 		cpu := ""
 		if cpus, ok := cg.CPULimit(); ok {
 			cpu = fmt.Sprintf(" Its CPU quota is %.2g CPUs: work beyond that is throttled, which shows as latency spikes.", cpus)

@@ -42,3 +42,13 @@ func joinOr(ws []string) string {
 	}
 	return strings.Join(ws[:len(ws)-1], ", ") + " or " + ws[len(ws)-1]
 }
+
+// firstNonEmpty returns the first non-empty string, or "".
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

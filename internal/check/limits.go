@@ -311,9 +311,9 @@ func checkUnitLimits(f *facts.Facts) []Result {
 func unitLimit(f *facts.Facts, u *facts.Unit, key string) (facts.UnitSetting, uint64, bool) {
 	s, ok := u.Effective(key)
 	if !ok && key == "LimitNPROC" {
-		tm, ok := f.SysctlReading("kernel.threads-max").Int()
-		if !ok {
-			return facts.UnitSetting{Value: "not set, and kernel.threads-max unreadable", Source: "kernel default"}, 0, false
+		tm, why := f.SysctlReading("kernel.threads-max").Count()
+		if why != "" {
+			return facts.UnitSetting{Value: "not set, and kernel.threads-max unknown (" + why + ")", Source: "kernel default"}, 0, false
 		}
 		n := uint64(tm / 2)
 		return facts.UnitSetting{Value: strconv.FormatUint(n, 10), Source: "not set: inherited from PID 1, the kernel's default of kernel.threads-max / 2"}, n, true
@@ -361,9 +361,9 @@ func checkFileMax(f *facts.Facts) []Result {
 	}
 	r := f.SysctlReading("fs.file-max")
 	ev := []Evidence{EvReading("fs.file-max", r)}
-	fileMax, ok := r.Int()
-	if !ok {
-		return []Result{UnknownR(SubjectHost, "cannot read fs.file-max: "+r.Err, ev...)}
+	fileMax, why := r.Count()
+	if why != "" {
+		return []Result{UnknownR(SubjectHost, "cannot judge fs.file-max: "+why, ev...)}
 	}
 	var sum uint64
 	var parts []string
@@ -382,7 +382,7 @@ func checkFileMax(f *facts.Facts) []Result {
 	if nr := f.SysctlReading("fs.file-nr"); nr.OK() {
 		ev = append(ev, EvReading("fs.file-nr (allocated, free, max)", nr))
 	}
-	if fileMax < 0 || uint64(fileMax) > sum {
+	if uint64(fileMax) > sum {
 		return []Result{PassR(SubjectHost, fmt.Sprintf("fs.file-max (%d) exceeds the sum of the databases' open-file limits (%d).", fileMax, sum), ev...)}
 	}
 	want := limRoundUp(2*sum, 65536)
@@ -398,15 +398,15 @@ func checkOOMScoreAdj(f *facts.Facts) []Result {
 	for _, in := range f.ByEngine(engine.Postgres) {
 		subj := in.Name()
 		ev := []Evidence{EvReading("postmaster oom_score_adj", in.OOMScore)}
-		pm, ok := in.OOMScore.Int()
-		if !ok {
-			out = append(out, UnknownR(subj, "cannot read the postmaster's oom_score_adj: "+in.OOMScore.Err, ev...))
+		pm, why := in.OOMScore.IntIn(-1000, 1000)
+		if why != "" {
+			out = append(out, UnknownR(subj, "cannot judge the postmaster's oom_score_adj: "+why, ev...))
 			continue
 		}
 		var protectedKids, readKids []string
 		for _, c := range in.ChildOOM {
-			v, ok := c.Reading.Int()
-			if !ok {
+			v, why := c.Reading.IntIn(-1000, 1000)
+			if why != "" {
 				continue
 			}
 			readKids = append(readKids, fmt.Sprintf("%d %s=%d", c.PID, c.Comm, v))
@@ -522,8 +522,9 @@ func checkTasksMax(f *facts.Facts) []Result {
 // kernelTasksMax is what systemd resolves TasksMax percentages against:
 // min(kernel.pid_max, kernel.threads-max).
 func kernelTasksMax(f *facts.Facts) uint64 {
-	pm, ok1 := f.SysctlReading("kernel.pid_max").Int()
-	tm, ok2 := f.SysctlReading("kernel.threads-max").Int()
+	pm, why1 := f.SysctlReading("kernel.pid_max").Count()
+	tm, why2 := f.SysctlReading("kernel.threads-max").Count()
+	ok1, ok2 := why1 == "" && pm > 0, why2 == "" && tm > 0
 	switch {
 	case ok1 && ok2:
 		return uint64(min(pm, tm))

@@ -123,9 +123,9 @@ open-files limit. dbhost computes the same figure from the running mongod's limi
 func checkSwappiness(f *facts.Facts) []Result {
 	r := f.SysctlReading("vm.swappiness")
 	ev := EvReading("vm.swappiness", r)
-	v, ok := r.Int()
-	if !ok {
-		return []Result{UnknownR(SubjectHost, "cannot read vm.swappiness: "+r.Err, ev)}
+	v, why := r.IntIn(0, 200) // the kernel's range
+	if why != "" {
+		return []Result{UnknownR(SubjectHost, "cannot judge vm.swappiness: "+why, ev)}
 	}
 	switch {
 	case v >= 1 && v <= 10:
@@ -188,13 +188,16 @@ func checkDirty(f *facts.Facts) []Result {
 	if why != "" {
 		return []Result{UnknownR(SubjectHost, why, ramEv)}
 	}
-	dr, ev1, ok1 := memSysctlInt(f, "vm.dirty_ratio")
-	db, ev2, ok2 := memSysctlInt(f, "vm.dirty_bytes")
-	br, ev3, ok3 := memSysctlInt(f, "vm.dirty_background_ratio")
-	bb, ev4, ok4 := memSysctlInt(f, "vm.dirty_background_bytes")
+	dr, ev1, why1 := memSysctlCount(f, "vm.dirty_ratio")
+	db, ev2, why2 := memSysctlCount(f, "vm.dirty_bytes")
+	br, ev3, why3 := memSysctlCount(f, "vm.dirty_background_ratio")
+	bb, ev4, why4 := memSysctlCount(f, "vm.dirty_background_bytes")
 	ev := []Evidence{ramEv, ev1, ev2, ev3, ev4}
-	if !ok1 || !ok2 || !ok3 || !ok4 {
-		return []Result{UnknownR(SubjectHost, "cannot read the dirty page thresholds: "+memFirstUnreadable(ev[1:]), ev...)}
+	if why := firstNonEmpty(why1, why2, why3, why4); why != "" {
+		return []Result{UnknownR(SubjectHost, "cannot read the dirty page thresholds: "+why, ev...)}
+	}
+	if dr > 100 || br > 100 {
+		return []Result{UnknownR(SubjectHost, fmt.Sprintf("vm.dirty_ratio %d / vm.dirty_background_ratio %d: a percentage above 100 is not a value the kernel accepts", dr, br), ev...)}
 	}
 	if v, ok := meminfoBytes(f.Memory.Meminfo.Dirty); ok {
 		ev = append(ev, Ev("Dirty", humanBytes(v), "/proc/meminfo"))
@@ -283,9 +286,9 @@ func checkZoneReclaim(f *facts.Facts) []Result {
 	if !r.OK() && memNotPresent(r) {
 		return []Result{PassR(SubjectHost, "The kernel has no vm.zone_reclaim_mode (built without NUMA support): it never reclaims per node.", ev)}
 	}
-	v, ok := r.Int()
-	if !ok {
-		return []Result{UnknownR(SubjectHost, "cannot read vm.zone_reclaim_mode: "+memReadingErr(r), ev)}
+	v, why := r.IntIn(0, 7) // a bit mask of three bits
+	if why != "" {
+		return []Result{UnknownR(SubjectHost, "cannot judge vm.zone_reclaim_mode: "+why, ev)}
 	}
 	where := "this single-node host"
 	if nodes > 1 {
@@ -328,7 +331,7 @@ func checkSwap(f *facts.Facts) []Result {
 	}
 	ev = append(ev, Ev("swap areas", "none", "/proc/swaps"))
 	reason := "No swap is active. Anonymous memory (buffer pools, shared_buffers, Redis data, session memory) can then never be paged out: under memory pressure the kernel drops page cache, then the code pages of running programs, thrashes, and finally the OOM killer ends the largest process, usually the database."
-	if v, ok := sw.Int(); ok {
+	if v, why := sw.IntIn(0, 200); why == "" {
 		switch {
 		case v <= 1:
 			reason += fmt.Sprintf(" vm.swappiness is %d: that only decides how reluctantly existing swap is used (1: only under real pressure); without swap there is nothing to use, so the low setting protects nothing and the host goes straight from pressure to OOM kills.", v)
@@ -358,10 +361,10 @@ func checkMinFree(f *facts.Facts) []Result {
 	if why != "" {
 		return []Result{UnknownR(SubjectHost, why, ramEv)}
 	}
-	v, ev, ok := memSysctlInt(f, "vm.min_free_kbytes")
+	v, ev, why := memSysctlCount(f, "vm.min_free_kbytes")
 	evs := []Evidence{ev, ramEv}
-	if !ok {
-		return []Result{UnknownR(SubjectHost, "cannot read vm.min_free_kbytes: "+strings.TrimPrefix(ev.Value, "unreadable: "), evs...)}
+	if why != "" {
+		return []Result{UnknownR(SubjectHost, "cannot read vm.min_free_kbytes: "+why, evs...)}
 	}
 	formula := kernelMinFree(ram / bKiB)
 	low := formula * 8 / 10
@@ -392,9 +395,9 @@ func checkMaxMapCount(f *facts.Facts) []Result {
 	var out []Result
 	for _, in := range f.ByEngine(engine.MongoDB) {
 		subj := in.Name()
-		cur, curEv, ok := memSysctlInt(f, "vm.max_map_count")
-		if !ok {
-			out = append(out, UnknownR(subj, "cannot read vm.max_map_count: "+strings.TrimPrefix(curEv.Value, "unreadable: "), curEv))
+		cur, curEv, why := memSysctlCount(f, "vm.max_map_count")
+		if why != "" {
+			out = append(out, UnknownR(subj, "cannot read vm.max_map_count: "+why, curEv))
 			continue
 		}
 		maxIn := uint64(mongoDefaultMaxConns)

@@ -589,7 +589,8 @@ func mmapPass(in *facts.Instance, what string) Result {
 }
 
 func shmGroup(f *facts.Facts) (int64, Evidence, bool) {
-	return memSysctlInt(f, "vm.hugetlb_shm_group")
+	v, ev, why := memSysctlCount(f, "vm.hugetlb_shm_group")
+	return v, ev, why == ""
 }
 
 func checkHugePagesMemlock(f *facts.Facts) []Result {

@@ -64,14 +64,17 @@ type commitState struct {
 // readCommit gathers the overcommit settings and counters, or why not.
 func readCommit(f *facts.Facts) (commitState, string) {
 	var c commitState
-	var ok [3]bool
+	var why [3]string
 	var ev [3]Evidence
-	c.mode, ev[0], ok[0] = memSysctlInt(f, "vm.overcommit_memory")
-	c.ratio, ev[1], ok[1] = memSysctlInt(f, "vm.overcommit_ratio")
-	c.kbytes, ev[2], ok[2] = memSysctlInt(f, "vm.overcommit_kbytes")
+	c.mode, ev[0], why[0] = memSysctlCount(f, "vm.overcommit_memory")
+	c.ratio, ev[1], why[1] = memSysctlCount(f, "vm.overcommit_ratio")
+	c.kbytes, ev[2], why[2] = memSysctlCount(f, "vm.overcommit_kbytes")
 	c.ev = ev[:]
-	if !ok[0] {
-		return c, "cannot read vm.overcommit_memory: " + strings.TrimPrefix(ev[0].Value, "unreadable: ")
+	if why[0] == "" && c.mode > 2 {
+		why[0] = fmt.Sprintf("mode %d is none of the kernel's 0, 1 and 2", c.mode)
+	}
+	if why[0] != "" {
+		return c, "cannot read vm.overcommit_memory: " + why[0]
 	}
 	mi := f.Memory.Meminfo
 	var ok2 [3]bool
@@ -238,7 +241,7 @@ func overcommitBoth(f *facts.Facts, c commitState, pgs, rds []*facts.Instance) R
 // oomProtected splits postmasters by whether oom_score_adj is -1000.
 func oomProtected(pgs []*facts.Instance) (yes, no []*facts.Instance) {
 	for _, in := range pgs {
-		if v, ok := in.OOMScore.Int(); ok && v <= -1000 {
+		if v, why := in.OOMScore.IntIn(-1000, 1000); why == "" && v <= -1000 {
 			yes = append(yes, in)
 		} else {
 			no = append(no, in)

@@ -229,7 +229,10 @@ func judgeTHPKey(f *facts.Facts, key string, r host.Reading, get func(thpNeed) [
 		}
 		return []Result{UnknownR(SubjectHost, "cannot read the THP "+key+" setting: "+memReadingErr(r), ev...)}
 	}
-	cur := facts.Active(r)
+	cur, why := facts.THPMode(r, key)
+	if why != "" {
+		return []Result{UnknownR(SubjectHost, "cannot judge the THP "+key+" setting: "+why, ev...)}
+	}
 	if slices.Contains(v.ok, cur) {
 		return []Result{PassR(SubjectHost, fmt.Sprintf("THP %s is %q, acceptable to every database here: %s.", key, cur, who), ev...)}
 	}
@@ -272,9 +275,9 @@ func checkTHPKhugepaged(f *facts.Facts) []Result {
 	if !t.MaxPtesNone.OK() && memNotPresent(t.MaxPtesNone) {
 		return []Result{PassR(SubjectHost, "The kernel has no transparent huge pages, so there is no khugepaged.", ev...)}
 	}
-	enabled := facts.Active(t.Enabled)
-	if !t.Enabled.OK() {
-		return []Result{UnknownR(SubjectHost, "cannot read the THP enabled setting: "+memReadingErr(t.Enabled), ev...)}
+	enabled, why := facts.THPMode(t.Enabled, "enabled")
+	if why != "" {
+		return []Result{UnknownR(SubjectHost, "cannot judge the THP enabled setting: "+why, ev...)}
 	}
 	var who []string
 	for _, n := range needs {
@@ -288,9 +291,9 @@ func checkTHPKhugepaged(f *facts.Facts) []Result {
 		}
 		return []Result{PassR(SubjectHost, fmt.Sprintf("THP enabled is %q: khugepaged only collapses memory of processes that ask for huge pages (madvise), which the databases here do not, so its max_ptes_none does not matter to them.", enabled), ev...)}
 	}
-	v, ok := t.MaxPtesNone.Int()
-	if !ok {
-		return []Result{UnknownR(SubjectHost, "cannot read khugepaged max_ptes_none: "+memReadingErr(t.MaxPtesNone), ev...)}
+	v, why := t.MaxPtesNone.IntIn(0, 511) // a count of 4 kB pages in a 2 MiB one
+	if why != "" {
+		return []Result{UnknownR(SubjectHost, "cannot judge khugepaged max_ptes_none: "+why, ev...)}
 	}
 	if v == 0 {
 		return []Result{PassR(SubjectHost, fmt.Sprintf("khugepaged max_ptes_none is 0: khugepaged collapses only fully populated regions, so it never grows the memory of %s.", strings.Join(who, ", ")), ev...)}
@@ -330,7 +333,7 @@ func checkTHPPersisted(f *facts.Facts) []Result {
 		wanted["defrag"] = v.ok[0]
 	}
 	var ev []Evidence
-	var problems, fine []string
+	var problems, fine, garbage []string
 	fx := &fix.Fix{Summary: "Persist the THP settings"}
 	var manual []string
 	for _, k := range keys {
@@ -338,7 +341,11 @@ func checkTHPPersisted(f *facts.Facts) []Result {
 		if !k.r.OK() {
 			continue
 		}
-		run := facts.Active(k.r)
+		run, why := facts.THPMode(k.r, k.key)
+		if why != "" {
+			garbage = append(garbage, why)
+			continue
+		}
 		boot, all, found := t.BootValue(k.key)
 		for _, p := range all {
 			ev = append(ev, Ev("boot: "+k.key, p.Value, thpWhere(p)))
@@ -380,6 +387,9 @@ func checkTHPPersisted(f *facts.Facts) []Result {
 		if k.key == "enabled" {
 			fx.Cmdline = []string{"transparent_hugepage=" + keep}
 		}
+	}
+	if len(problems) == 0 && len(garbage) > 0 {
+		return []Result{UnknownR(SubjectHost, "cannot judge the THP settings: "+strings.Join(garbage, "; "), ev...)}
 	}
 	if len(problems) == 0 {
 		reason := "The running THP values are what the next boot sets"

@@ -37,11 +37,13 @@ func meminfoBytes(v *uint64) (uint64, bool) {
 	return *v << 10, true
 }
 
-// memSysctlInt reads an integer kernel parameter with its evidence.
-func memSysctlInt(f *facts.Facts, name string) (int64, Evidence, bool) {
+// memSysctlCount reads a non-negative integer kernel parameter with its
+// evidence, or says why it has none (unreadable, empty, not a number,
+// negative).
+func memSysctlCount(f *facts.Facts, name string) (int64, Evidence, string) {
 	r := f.SysctlReading(name)
-	v, ok := r.Int()
-	return v, EvReading(name, r), ok
+	v, why := r.Count()
+	return v, EvReading(name, r), why
 }
 
 // memSysctlUint reads an unsigned kernel parameter (shmmax is beyond int64).

@@ -331,8 +331,8 @@ func dataMedia(f *facts.Facts, in *facts.Instance) (string, []Evidence) {
 			if d == nil {
 				continue
 			}
-			r, ok := d.Rotational.Int()
-			if !ok {
+			r, why := d.Rotational.IntIn(0, 1)
+			if why != "" {
 				continue
 			}
 			n++

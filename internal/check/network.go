@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -162,9 +163,9 @@ func wantedBacklog(in *facts.Instance) (int, string, []Evidence) {
 func checkSomaxconn(f *facts.Facts) []Result {
 	r := f.SysctlReading("net.core.somaxconn")
 	ev := EvReading("net.core.somaxconn", r)
-	smc, ok := r.Int()
-	if !ok {
-		return []Result{UnknownR(SubjectHost, "cannot read net.core.somaxconn: "+r.Err, ev)}
+	smc, why := r.Count()
+	if why != "" {
+		return []Result{UnknownR(SubjectHost, "cannot judge net.core.somaxconn: "+why, ev)}
 	}
 	// One value for every finding's fix: they set the same parameter.
 	target := somaxconnTarget
@@ -232,9 +233,9 @@ func roundPow2(n int) int {
 func netAtLeast(f *facts.Facts, name string, target int64, why string) []Result {
 	r := f.SysctlReading(name)
 	ev := EvReading(name, r)
-	v, ok := r.Int()
-	if !ok {
-		return []Result{UnknownR(SubjectHost, "cannot read "+name+": "+r.Err, ev)}
+	v, why := r.Count()
+	if why != "" {
+		return []Result{UnknownR(SubjectHost, "cannot judge "+name+": "+why, ev)}
 	}
 	if v >= target {
 		return []Result{PassR(SubjectHost, fmt.Sprintf("%s is %d, at least %d.", name, v, target), ev)}
@@ -255,10 +256,11 @@ func checkKeepalive(f *facts.Facts) []Result {
 	if p := f.SysctlReading("net.ipv4.tcp_keepalive_probes"); p.OK() {
 		ev = append(ev, EvReading("net.ipv4.tcp_keepalive_probes", p))
 	}
-	tv, ok1 := t.Int()
-	iv, ok2 := i.Int()
-	if !ok1 || !ok2 {
-		return []Result{UnknownR(SubjectHost, "cannot read the keepalive parameters: "+hostOr(t.Err, i.Err), ev...)}
+	// The kernel takes 1 s at least for both.
+	tv, why1 := t.IntIn(1, math.MaxInt32)
+	iv, why2 := i.IntIn(1, math.MaxInt32)
+	if why := firstNonEmpty(why1, why2); why != "" {
+		return []Result{UnknownR(SubjectHost, "cannot judge the keepalive parameters: "+why, ev...)}
 	}
 	notes := keepaliveOverrides(f)
 	if tv <= keepaliveTime && iv <= keepaliveIntvl {
@@ -292,9 +294,9 @@ func keepaliveOverrides(f *facts.Facts) string {
 func checkFinTimeout(f *facts.Facts) []Result {
 	r := f.SysctlReading("net.ipv4.tcp_fin_timeout")
 	ev := EvReading("net.ipv4.tcp_fin_timeout", r)
-	v, ok := r.Int()
-	if !ok {
-		return []Result{UnknownR(SubjectHost, "cannot read net.ipv4.tcp_fin_timeout: "+r.Err, ev)}
+	v, why := r.Count()
+	if why != "" {
+		return []Result{UnknownR(SubjectHost, "cannot judge net.ipv4.tcp_fin_timeout: "+why, ev)}
 	}
 	if v <= finTimeout {
 		return []Result{PassR(SubjectHost, fmt.Sprintf("Orphaned connections leave FIN-WAIT-2 after %d s (at most %d).", v, finTimeout), ev)}
@@ -362,8 +364,8 @@ func checkLocalPortRange(f *facts.Facts) []Result {
 	}
 	lo, err1 := strconv.Atoi(fl[0])
 	hi, err2 := strconv.Atoi(fl[1])
-	if err1 != nil || err2 != nil {
-		return []Result{UnknownR(SubjectHost, "unexpected net.ipv4.ip_local_port_range "+r.Value, ev...)}
+	if err1 != nil || err2 != nil || lo < 1 || hi > 65535 || lo > hi {
+		return []Result{UnknownR(SubjectHost, fmt.Sprintf("%s holds %q, not a range of ports", r.Source, r.Value), ev...)}
 	}
 	reserved := parsePortSet(res.Value)
 	var out []Result

@@ -88,6 +88,13 @@ func numaNodes(f *facts.Facts) (int, string) {
 	if f.Memory.NUMA.Err != "" {
 		return 0, "cannot read the NUMA nodes: " + f.Memory.NUMA.Err
 	}
+	if len(f.Memory.NUMA.Nodes) > 1 {
+		for _, nd := range f.Memory.NUMA.Nodes {
+			if nd.Err != "" {
+				return 0, fmt.Sprintf("cannot read node%d: %s", nd.ID, nd.Err)
+			}
+		}
+	}
 	return max(1, len(f.Memory.NUMA.Nodes)), ""
 }
 
@@ -104,9 +111,9 @@ func checkNUMABalancing(f *facts.Facts) []Result {
 	if !r.OK() && memNotPresent(r) {
 		return []Result{PassR(SubjectHost, fmt.Sprintf("The kernel has no automatic NUMA balancing (no %s) on this %d-node host.", r.Source, n), ev...)}
 	}
-	v, ok := r.Int()
-	if !ok {
-		return []Result{UnknownR(SubjectHost, "cannot read kernel.numa_balancing: "+memReadingErr(r), ev...)}
+	v, why := r.IntIn(0, 3) // off, normal, memory tiering, both
+	if why != "" {
+		return []Result{UnknownR(SubjectHost, "cannot judge kernel.numa_balancing: "+why, ev...)}
 	}
 	if v == 0 {
 		return []Result{PassR(SubjectHost, fmt.Sprintf("Automatic NUMA balancing is off on this %d-node host: no hinting faults or page migrations under the database.", n), ev...)}

@@ -255,7 +255,7 @@ func checkRedisPersistence(f *facts.Facts) []Result {
 		case aof && fsync == "no":
 			expire := "30 s by default"
 			r := f.SysctlReading("vm.dirty_expire_centisecs")
-			if v, ok := r.Int(); ok {
+			if v, why := r.Count(); why == "" {
 				expire = fmt.Sprintf("%d s here", v/100)
 				ev = append(ev, EvReading("vm.dirty_expire_centisecs", r))
 			}

@@ -285,9 +285,9 @@ func stDeviceDesc(d *facts.BlockDevice) string {
 		s = "Xen virtual disk"
 	case "scsi":
 		s = "SCSI/SATA/SAS disk"
-		if r, ok := d.Rotational.Int(); ok && r == 0 {
+		if r, why := d.Rotational.IntIn(0, 1); why == "" && r == 0 {
 			s = "non-rotational SCSI/SATA disk (SSD)"
-		} else if ok {
+		} else if why == "" {
 			s = "rotational SCSI/SATA/SAS disk"
 		}
 	case "ata":
@@ -356,7 +356,8 @@ type schedulerAdvice struct {
 }
 
 func adviseScheduler(d *facts.BlockDevice) (schedulerAdvice, bool) {
-	rot, rotOK := d.Rotational.Int()
+	rot, rotWhy := d.Rotational.IntIn(0, 1)
+	rotOK := rotWhy == ""
 	switch {
 	case d.Kind == "nvme" && !d.Virtual:
 		return schedulerAdvice{[]string{"none"}, "none",
@@ -494,9 +495,9 @@ func checkReadAhead(f *facts.Facts) []Result {
 			continue
 		}
 		ev := []Evidence{EvReading("read_ahead_kb", d.ReadAheadKB), stDevEvidence(d), stUsesEvidence(u.uses)}
-		kb, ok := d.ReadAheadKB.Int()
-		if !ok {
-			out = append(out, UnknownR(subj, "cannot read the read-ahead of "+u.name+": "+stOr(d.ReadAheadKB.Err, "not a number: "+d.ReadAheadKB.Value), ev...))
+		kb, why := d.ReadAheadKB.Count()
+		if why != "" {
+			out = append(out, UnknownR(subj, "cannot judge the read-ahead of "+u.name+": "+why, ev...))
 			continue
 		}
 		if limit.kb == 0 {
@@ -533,10 +534,10 @@ func stMediaOf(f *facts.Facts, ps *facts.PathStorage) (string, []Evidence, strin
 			return "", ev, "device " + name + " was not read"
 		}
 		ev = append(ev, EvReading("rotational ("+name+")", d.Rotational), stDevEvidence(d))
-		r, ok := d.Rotational.Int()
+		r, why := d.Rotational.IntIn(0, 1)
 		switch {
-		case !ok:
-			return "", ev, "cannot read the rotational flag of " + name + ": " + d.Rotational.Err
+		case why != "":
+			return "", ev, "cannot judge the rotational flag of " + name + ": " + why
 		case r == 0:
 			flash++
 		case d.Virtual:

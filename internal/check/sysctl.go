@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/facts"
@@ -71,7 +72,7 @@ func checkSysctlDrift(f *facts.Facts) []Result {
 	if f.Persist.SysctlErr != "" && len(f.Persist.SysctlFiles) == 0 {
 		return []Result{UnknownR(SubjectHost, "cannot read the sysctl.d files: "+f.Persist.SysctlErr)}
 	}
-	var drift []string
+	var drift, garbled []string
 	var ev []Evidence
 	compared := 0
 	for _, name := range facts.SysctlNames() {
@@ -81,6 +82,13 @@ func checkSysctlDrift(f *facts.Facts) []Result {
 		}
 		bv, ok := nextBootSysctl(f, name)
 		if !ok || bv.Raw {
+			continue
+		}
+		// The kernel prints a numeric parameter as numbers: a running value
+		// that is not (an empty or corrupt reading) says nothing.
+		if numeric(bv.Value) && !numeric(normSysctl(r.Value)) {
+			garbled = append(garbled, fmt.Sprintf("%s holds %q", r.Source, r.Value))
+			ev = append(ev, Ev(name, fmt.Sprintf("running %q, next boot %s", r.Value, bv.Value), bv.Source))
 			continue
 		}
 		compared++
@@ -95,6 +103,15 @@ func checkSysctlDrift(f *facts.Facts) []Result {
 		ev = append(ev, Ev(name, fmt.Sprintf("running %s, next boot %s", r.Value, bv.Value), bv.Source))
 	}
 	ev = append(ev, Ev("files", strings.Join(f.Persist.SysctlFiles, ", "), "sysctl.d"))
+	if skipped := f.Persist.SysctlSkipped; len(skipped) > 0 {
+		ev = append(ev, Ev("lines that are not assignments", strings.Join(skipped, ", "), "sysctl.d"))
+		if compared == 0 && len(drift) == 0 {
+			return []Result{UnknownR(SubjectHost, fmt.Sprintf("No sysctl.d assignment of a judged parameter could be compared, and %d line(s) are not assignments (%s): what the next boot sets is unknown.", len(skipped), strings.Join(skipped, ", ")), ev...)}
+		}
+	}
+	if len(drift) == 0 && len(garbled) > 0 {
+		return []Result{UnknownR(SubjectHost, "cannot compare the running values with the next boot's: "+strings.Join(garbled, "; ")+", which is not the number the kernel prints.", ev...)}
+	}
 	if len(drift) == 0 {
 		return []Result{PassR(SubjectHost, fmt.Sprintf("Judged kernel parameters set by sysctl.d or TuneD: %d; each holds its persisted value now, so a reboot keeps them.", compared), ev...)}
 	}
@@ -107,4 +124,15 @@ func checkSysctlDrift(f *facts.Facts) []Result {
 		Manual:  "For each parameter decide which value is right: if the running value is, change the file and line named to it; if the file is, apply the files now.",
 		Runtime: []string{"sysctl --system"},
 	}, ev...)}
+}
+
+// numeric reports a value made of integers only ("60", "4096 87380 6291456").
+func numeric(v string) bool {
+	f := strings.Fields(v)
+	for _, x := range f {
+		if _, err := strconv.ParseInt(x, 10, 64); err != nil {
+			return false
+		}
+	}
+	return len(f) > 0
 }

@@ -2,6 +2,8 @@ package check
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/facts"
@@ -171,6 +173,16 @@ func adjtimexStatus(st int) string {
 	return fmt.Sprintf("%#x %s", st, strings.Join(names, "|"))
 }
 
+// clocksourceName is what a clock source's name looks like (tsc, kvm-clock,
+// arch_sys_counter, hyperv_clocksource_tsc_page).
+var clocksourceName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+
+// fastClocksources are read by the vDSO in user space, without a system
+// call: the x86 TSC and paravirtual clocks, the Arm generic timer, the
+// PowerPC time base, the s390 TOD clock, the RISC-V timer.
+var fastClocksources = map[string]bool{"tsc": true, "kvm-clock": true, "hyperv_clocksource_tsc_page": true, "arch_sys_counter": true,
+	"timebase": true, "tod": true, "riscv_clocksource": true}
+
 // slowClocksources need a system call and a device read per clock read.
 var slowClocksources = map[string]bool{"xen": true, "hpet": true, "acpi_pm": true, "jiffies": true}
 
@@ -179,6 +191,12 @@ func checkClocksource(f *facts.Facts) []Result {
 	ev := []Evidence{EvReading("current_clocksource", cur), EvReading("available_clocksource", avail)}
 	if !cur.OK() {
 		return []Result{UnknownR(SubjectHost, "cannot read the clock source: "+cur.Err, ev...)}
+	}
+	if !clocksourceName.MatchString(cur.Value) || (avail.OK() && !slices.Contains(avail.Fields(), cur.Value)) {
+		return []Result{UnknownR(SubjectHost, fmt.Sprintf("%s holds %q, which is not a clock source the kernel offers (available: %q)", cur.Source, cur.Value, avail.Value), ev...)}
+	}
+	if !slowClocksources[cur.Value] && !fastClocksources[cur.Value] {
+		return []Result{UnknownR(SubjectHost, fmt.Sprintf("dbhost does not know the clock source %q, so it cannot tell whether reading it needs a system call.", cur.Value), ev...)}
 	}
 	if !slowClocksources[cur.Value] {
 		return []Result{PassR(SubjectHost, fmt.Sprintf("The clock source is %s: clock reads are served by the vDSO without a system call.", cur.Value), ev...)}

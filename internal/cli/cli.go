@@ -294,6 +294,7 @@ func runCollect(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "dbhost collect:", err)
 		return ExitError
 	}
+	defer h.Close()
 	if err := h.StartRecording(); err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost collect:", err)
 		return ExitError

@@ -295,13 +295,10 @@ func gatherHugePages(h *host.Host, defaultKB int) ([]HugePagePool, string) {
 			{"surplus_hugepages", &p.Surplus}, {"nr_overcommit_hugepages", &p.Overcommit},
 		} {
 			r := h.Read(dir + fv.file)
-			v, ok := r.Int()
-			if !ok {
+			v, why := r.Count() // a page count: never negative
+			if why != "" {
 				if p.Err == "" {
-					p.Err = r.Err
-					if p.Err == "" {
-						p.Err = r.Source + ": not a number: " + r.Value
-					}
+					p.Err = why
 				}
 				continue
 			}

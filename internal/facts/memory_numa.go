@@ -46,6 +46,9 @@ func readNode(h *host.Host, id int, dir string) NUMANode {
 	} else {
 		mi := ParseNodeMeminfo(string(b))
 		nd.MemTotal, nd.MemFree = mi["MemTotal"], mi["MemFree"]
+		if nd.MemTotal == 0 {
+			nd.Err = dir + "/meminfo holds no MemTotal"
+		}
 	}
 	if r := h.Read(dir + "/distance"); r.OK() {
 		for _, f := range r.Fields() {

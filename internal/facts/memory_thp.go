@@ -1,6 +1,7 @@
 package facts
 
 import (
+	"fmt"
 	"path"
 	"regexp"
 	"sort"
@@ -23,6 +24,50 @@ func Active(r host.Reading) string {
 		}
 	}
 	return v
+}
+
+// thpModes are the choices the kernel offers in each THP selector file.
+var thpModes = map[string][]string{
+	"enabled":              {"always", "madvise", "never"},
+	"defrag":               {"always", "defer", "defer+madvise", "madvise", "never"},
+	"shmem_enabled":        {"always", "within_size", "advise", "never", "deny", "force"},
+	"khugepaged/defrag":    {"0", "1"},
+	"transparent_hugepage": {"always", "madvise", "never"}, // the boot parameter
+}
+
+// THPMode returns the active choice of the THP selector file key
+// ("enabled", "defrag", "shmem_enabled"), or why there is none: the file
+// could not be read, or it does not hold one of the kernel's choices.
+func THPMode(r host.Reading, key string) (string, string) {
+	if !r.OK() {
+		return "", r.Err
+	}
+	v := Active(r)
+	modes, known := thpModes[key]
+	for _, m := range modes {
+		if v == m {
+			return v, ""
+		}
+	}
+	if key == "khugepaged/max_ptes_none" {
+		if _, why := r.IntIn(0, 511); why != "" {
+			return "", why
+		}
+		return v, ""
+	}
+	if !known {
+		return v, ""
+	}
+	return "", fmt.Sprintf("%s holds %q, none of the kernel's choices (%s)", r.Source, clipValue(r.Value), strings.Join(modes, ", "))
+}
+
+// clipValue keeps a quoted bad value short.
+func clipValue(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
 }
 
 func gatherTHP(h *host.Host) THP {

@@ -2,6 +2,7 @@ package facts
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"regexp"
 	"strings"
@@ -20,6 +21,9 @@ type Persist struct {
 	// SysctlFiles are the files read, in order.
 	SysctlFiles []string `json:"sysctl_files,omitempty"`
 	SysctlErr   string   `json:"sysctl_error,omitempty"`
+	// SysctlSkipped names the lines that are neither comments nor
+	// assignments (FILE:LINE): systemd-sysctl skips them with a warning.
+	SysctlSkipped []string `json:"sysctl_skipped,omitempty"`
 	// Limits lists pam_limits entries from limits.conf and limits.d, in the
 	// order pam_limits reads them.
 	Limits    []LimitEntry `json:"limits,omitempty"`
@@ -126,7 +130,9 @@ func gatherPersist(_ context.Context, h *host.Host, f *Facts) {
 			continue
 		}
 		p.SysctlFiles = append(p.SysctlFiles, file)
-		p.Sysctl = append(p.Sysctl, ParseSysctlConf(file, b)...)
+		entries, skipped := parseSysctlConf(file, b)
+		p.Sysctl = append(p.Sysctl, entries...)
+		p.SysctlSkipped = append(p.SysctlSkipped, skipped...)
 	}
 
 	for _, file := range limitsFiles(h, p) {
@@ -206,7 +212,12 @@ func NormalizeSysctlKey(k string) string {
 // Values keep their words, joined by single spaces (as the kernel prints
 // them back).
 func ParseSysctlConf(file string, b []byte) []SysctlEntry {
-	var out []SysctlEntry
+	out, _ := parseSysctlConf(file, b)
+	return out
+}
+
+// parseSysctlConf also returns the lines it skipped (FILE:LINE).
+func parseSysctlConf(file string, b []byte) (out []SysctlEntry, skipped []string) {
 	for i, ln := range strings.Split(string(b), "\n") {
 		ln = strings.TrimSpace(ln)
 		if ln == "" || ln[0] == '#' || ln[0] == ';' {
@@ -219,11 +230,13 @@ func ParseSysctlConf(file string, b []byte) []SysctlEntry {
 			e.IgnoreErrors = true
 			k = strings.TrimSpace(k[1:])
 		}
-		if k == "" {
+		if k == "" || strings.ContainsAny(k, " \t") {
+			skipped = append(skipped, fmt.Sprintf("%s:%d", file, i+1))
 			continue
 		}
 		if !hasValue {
 			if !e.IgnoreErrors {
+				skipped = append(skipped, fmt.Sprintf("%s:%d", file, i+1))
 				continue // not an assignment: systemd-sysctl warns and skips it
 			}
 			e.Exclude = true
@@ -234,7 +247,7 @@ func ParseSysctlConf(file string, b []byte) []SysctlEntry {
 		e.Glob = strings.ContainsAny(e.Key, "*?[")
 		out = append(out, e)
 	}
-	return out
+	return out, skipped
 }
 
 // ParseLimitsConf parses a pam_limits file: "domain type item value" lines.

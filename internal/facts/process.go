@@ -2,6 +2,7 @@ package facts
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -59,12 +60,42 @@ func (c Cgroup) CPULimit() (float64, bool) {
 	if !c.CPUMax.OK() || len(f) != 2 || f[0] == "max" {
 		return 0, false
 	}
-	q, err1 := strconv.ParseFloat(f[0], 64)
-	p, err2 := strconv.ParseFloat(f[1], 64)
-	if err1 != nil || err2 != nil || q <= 0 || p <= 0 {
+	q, err1 := strconv.ParseUint(f[0], 10, 64)
+	p, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil || q == 0 || p < cfsPeriodMin || p > cfsPeriodMax {
 		return 0, false
 	}
-	return q / p, true
+	return float64(q) / float64(p), true
+}
+
+// The kernel's bounds of a CFS period, in microseconds.
+const cfsPeriodMin, cfsPeriodMax = 1000, 1000000
+
+// Garbled says why the limits read from the control group are not values
+// the kernel writes there (a corrupt snapshot, a file of something else),
+// or "": then MemoryLimit and CPULimit mean what they say.
+func (c Cgroup) Garbled() string {
+	if r := c.MemoryMax; r.OK() && r.Value != "max" {
+		if _, err := strconv.ParseUint(r.Value, 10, 64); err != nil {
+			return fmt.Sprintf("%s holds %q, neither \"max\" nor a size", r.Source, r.Value)
+		}
+	}
+	if r := c.CPUMax; r.OK() {
+		f := r.Fields()
+		ok := len(f) == 2
+		if ok && f[0] != "max" && f[0] != "-1" {
+			_, err := strconv.ParseUint(f[0], 10, 64)
+			ok = err == nil
+		}
+		if ok {
+			p, err := strconv.ParseUint(f[1], 10, 64)
+			ok = err == nil && p >= cfsPeriodMin && p <= cfsPeriodMax
+		}
+		if !ok {
+			return fmt.Sprintf("%s holds %q, not a CPU quota and period", r.Source, r.Value)
+		}
+	}
+	return ""
 }
 
 // Unit is the systemd service that runs an instance, read from unit files

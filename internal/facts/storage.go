@@ -131,11 +131,15 @@ func ActiveChoice(line string) (string, bool) {
 			return strings.Trim(w, "[]"), true
 		}
 	}
-	if len(f) == 1 {
+	if len(f) == 1 && schedulers[f[0]] {
 		return f[0], true
 	}
 	return "", false
 }
+
+// schedulers are the kernel's I/O schedulers, which a queue with no choice
+// shows alone, without brackets.
+var schedulers = map[string]bool{"none": true, "noop": true, "mq-deadline": true, "deadline": true, "bfq": true, "cfq": true, "kyber": true}
 
 // PathStorage follows one database path down to physical devices.
 type PathStorage struct {

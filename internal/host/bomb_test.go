@@ -119,18 +119,22 @@ func fixtureArchive(t *testing.T) []byte {
 	return b
 }
 
-// TestBombChild opens and judges the snapshot in DBHOST_BOMB; the parent
-// test measures it. It does nothing in a normal run.
+// TestBombChild audits the source in DBHOST_BOMB ("--from FILE" or
+// "--root DIR"); the parent test measures it. It does nothing in a normal
+// run.
 func TestBombChild(t *testing.T) {
-	file := os.Getenv("DBHOST_BOMB")
-	if file == "" {
+	src := strings.SplitN(os.Getenv("DBHOST_BOMB"), " ", 2)
+	if len(src) != 2 {
 		return
 	}
 	defer peakRSS()
 	var out, errb bytes.Buffer
-	switch code := cli.Main([]string{"dbhost", "audit", "--from", file, "--format", "json"}, cli.Env{Stdout: &out, Stderr: &errb}); code {
+	switch code := cli.Main([]string{"dbhost", "audit", src[0], src[1], "--format", "json", "-v"}, cli.Env{Stdout: &out, Stderr: &errb}); code {
 	case cli.ExitOK, cli.ExitFindings:
 		fmt.Printf("judged: %d bytes of findings\n", out.Len())
+		if os.Getenv("DBHOST_BOMB_PRINT") != "" {
+			os.Stdout.Write(out.Bytes())
+		}
 	default:
 		fmt.Println("refused:", errb.String())
 	}
@@ -156,8 +160,16 @@ type bombResult struct {
 // openInChild opens a snapshot in a fresh process and measures it.
 func openInChild(t *testing.T, file string) bombResult {
 	t.Helper()
+	return auditInChild(t, "--from "+file)
+}
+
+// auditInChild audits source ("--from FILE", "--root DIR") in a fresh
+// process and measures it: peak RSS from the child's own VmHWM, as the
+// rusage of a child started with vfork counts the parent's pages too.
+func auditInChild(t *testing.T, source string, env ...string) bombResult {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestBombChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "DBHOST_BOMB="+file)
+	cmd.Env = append(append(os.Environ(), "DBHOST_BOMB="+source), env...)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	elapsed := time.Since(start)
@@ -237,6 +249,19 @@ func TestSnapshotBombs(t *testing.T) {
 			b.manifest()
 			b.file("probes.json", `{"readdir:proc":{"out":"MQ=="}}`)
 			b.file("errors.json", tinyEntries(4*mib-64, `""`))
+			b.end()
+		}},
+		{"120 paths 500 deep", "entries and directories", func(b *bomb) {
+			b.manifest()
+			deep := strings.Repeat("d/", 490)
+			for i := range 120 {
+				b.file(fmt.Sprintf("fs/%d/%sf", i, deep), "x")
+			}
+			b.end()
+		}},
+		{"a 4000-byte name", "more than the 1024", func(b *bomb) {
+			b.manifest()
+			b.file("fs/"+strings.Repeat("d/", 2000)+"f", "x")
 			b.end()
 		}},
 		{"a 20 MB file", "fs/etc/my.cnf is 20.0 MiB, more than the 8.0 MiB", func(b *bomb) {

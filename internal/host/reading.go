@@ -2,7 +2,9 @@ package host
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+	"math"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +33,41 @@ func (r Reading) Int() (int64, bool) {
 	}
 	v, err := strconv.ParseInt(f[0], 10, 64)
 	return v, err == nil
+}
+
+// IntIn parses the value (its first field) as an integer in [min, max].
+// When it cannot, why says so: the read error, or the value and where it
+// was read, so that an "unknown" verdict names what was wrong. A kernel
+// file that is empty or holds text where a number belongs is garbage, not
+// zero.
+func (r Reading) IntIn(min, max int64) (v int64, why string) {
+	if !r.OK() {
+		return 0, r.Err
+	}
+	f := strings.Fields(r.Value)
+	if len(f) == 0 {
+		return 0, r.Source + " is empty"
+	}
+	v, err := strconv.ParseInt(f[0], 10, 64)
+	switch {
+	case err != nil:
+		return 0, fmt.Sprintf("%s holds %q, not a number", r.Source, clip(f[0]))
+	case v < min || v > max:
+		return 0, fmt.Sprintf("%s holds %d, outside %d..%d", r.Source, v, min, max)
+	}
+	return v, ""
+}
+
+// Count parses the value as a non-negative integer (a size, a count, a
+// time), saying why when it cannot (see IntIn).
+func (r Reading) Count() (int64, string) { return r.IntIn(0, math.MaxInt64) }
+
+// clip keeps a quoted bad value short.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
 }
 
 // Fields splits the value on white space.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -26,20 +27,22 @@ const SnapshotFormat = "dbhost-snapshot/1"
 var Version = "dev"
 
 // Limits on a snapshot archive. A collection of a real host is far smaller
-// (the largest recorded here: 0.7 MB unpacked in 442 entries, a 104 KB
-// file, a 27 KB probe, a 213 KB probes.json); the limits leave room for
-// busy hosts with thousands of processes, and keep a hostile archive from
-// costing more than a few hundred MB or seconds (docs/json-schema.md).
+// (the largest recorded here: 0.7 MB unpacked in 442 entries and 211
+// directories, a 104 KB file, a 27 KB probe, a 218 KB probes.json with
+// 459 probes); the limits leave room for busy hosts with thousands of
+// processes, and keep a hostile archive from costing more than a second or
+// a few tens of MB (docs/json-schema.md). WriteSnapshot keeps to them.
 const (
 	maxSnapshotBytes     = 64 << 20 // all entries, unpacked
-	maxSnapshotFiles     = 50000    // entries
+	maxSnapshotFiles     = 50000    // entries and the directories they need
 	maxSnapshotFile      = 8 << 20  // one fs/ file
 	maxManifestBytes     = 64 << 10 // manifest.json (its note is free text)
 	maxProbesBytes       = 16 << 20 // probes.json
 	maxProbeValue        = 4 << 20  // one probe's output, decoded
 	maxErrorsBytes       = 4 << 20  // errors.json
 	maxRecordedEntries   = 50000    // probes in probes.json, errors in errors.json
-	maxAfterEndOfArchive = 64 << 10 // tar padding after the end marker
+	maxEntryName         = 1024     // bytes in an entry's name
+	maxAfterEndOfArchive = 64 << 10 // padding after tar's end marker, then the gzip trailer
 )
 
 // Manifest describes a snapshot: which host, when, by whom.
@@ -115,6 +118,9 @@ func (h *Host) WriteSnapshot(w io.Writer, note string) error {
 		}
 		probes[k] = p
 	}
+	if len(probes) > maxRecordedEntries || len(errs) > maxRecordedEntries {
+		return fmt.Errorf("the snapshot would not open: %d probes and %d errors, more than %d", len(probes), len(errs), maxRecordedEntries)
+	}
 	return WriteArchive(w, m.CollectedAt, m, probes, errs, files)
 }
 
@@ -156,10 +162,17 @@ func WriteArchive(w io.Writer, mtime time.Time, manifest, probes, errs any, file
 		}
 	}
 	keys := make([]string, 0, len(files))
+	dirs := map[string]bool{}
 	for k := range files {
 		keys = append(keys, k)
+		for d := path.Dir("fs/" + k); d != "." && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+		}
 	}
 	sort.Strings(keys)
+	if err := lim.addDirs(len(dirs)); err != nil {
+		return fmt.Errorf("the snapshot would not open: %w", err)
+	}
 	for _, k := range keys {
 		if err := add("fs/"+k, files[k]); err != nil {
 			return err
@@ -259,7 +272,18 @@ func (h *Host) unpack(r io.Reader) error {
 				return fmt.Errorf("errors.json: %w", err)
 			}
 		case strings.HasPrefix(name, "fs/"):
-			if err := writeEntry(filepath.Join(h.tmpdir, filepath.FromSlash(name)), tr, hdr.Size); err != nil {
+			if h.tmpdir == "" {
+				return errors.New("no manifest.json")
+			}
+			dst := filepath.Join(h.tmpdir, filepath.FromSlash(name))
+			made, err := mkdirs(filepath.Dir(dst))
+			if err != nil {
+				return err
+			}
+			if err := lim.addDirs(made); err != nil {
+				return err
+			}
+			if err := writeEntry(dst, tr, hdr.Size); err != nil {
 				return err
 			}
 		}
@@ -283,11 +307,33 @@ func (h *Host) unpack(r io.Reader) error {
 	return nil
 }
 
+// mkdirs is os.MkdirAll that says how many directories it made: each is
+// an inode in tmpfs, and counts as an entry of the archive.
+func mkdirs(dir string) (int, error) {
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		st, err := os.Lstat(d)
+		if err == nil {
+			if !st.IsDir() {
+				return 0, fmt.Errorf("%s is not a directory", d)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return 0, err
+		}
+		missing = append(missing, d)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o700); err != nil {
+			return len(missing) - 1 - i, err
+		}
+	}
+	return len(missing), nil
+}
+
 // writeEntry writes one fs/ entry of the archive.
 func writeEntry(dst string, r io.Reader, size int64) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return err
-	}
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
@@ -317,6 +363,9 @@ type archiveLimits struct {
 func (l *archiveLimits) admit(name string, n int64) error {
 	l.files++
 	l.total += n
+	if len(name) > maxEntryName {
+		return fmt.Errorf("an entry's name is %d bytes long, more than the %d a snapshot allows", len(name), maxEntryName)
+	}
 	if max, ok := entryLimit(name); ok && n > max {
 		return fmt.Errorf("%s is %s, more than the %s a snapshot allows for it", name, size(n), size(max))
 	}
@@ -325,6 +374,15 @@ func (l *archiveLimits) admit(name string, n int64) error {
 		return fmt.Errorf("more than %d entries (a snapshot of a real host has hundreds)", maxSnapshotFiles)
 	case l.total > maxSnapshotBytes:
 		return fmt.Errorf("more than %d MiB unpacked (a snapshot of a real host has a few MB)", maxSnapshotBytes>>20)
+	}
+	return nil
+}
+
+// addDirs counts the directories unpacking needs as entries.
+func (l *archiveLimits) addDirs(n int) error {
+	l.files += n
+	if l.files > maxSnapshotFiles {
+		return fmt.Errorf("more than %d entries and directories (a snapshot of a real host has hundreds)", maxSnapshotFiles)
 	}
 	return nil
 }

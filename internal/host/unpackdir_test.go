@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dbhost/dbhost/internal/testdb"
+	"golang.org/x/sys/unix"
 )
 
 const baseline = "../../testdata/hosts/baseline.tar.gz"
@@ -68,8 +69,24 @@ func writeArchive(w io.Writer, files, size int, withProbes bool) error {
 	return gz.Close()
 }
 
+// bytesUnder sums the sizes of the regular files below dir.
+func bytesUnder(dir string) int64 {
+	var n int64
+	filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+// TestRejectedArchiveLeavesNothing: an archive refused late (after its
+// files, for lack of a process table) leaves nothing in the temporary
+// directory.
 func TestRejectedArchiveLeavesNothing(t *testing.T) {
-	base := privateTmp(t)
+	privateTmp(t)
+	tmp := os.Getenv("TMPDIR")
 	file := filepath.Join(t.TempDir(), "late.tar.gz")
 	f, _ := os.Create(file)
 	writeArchive(f, 20, 1<<20, false) // 20 MB unpacked, then no process table
@@ -77,8 +94,55 @@ func TestRejectedArchiveLeavesNothing(t *testing.T) {
 	if _, err := OpenSnapshot(file); err == nil || !strings.Contains(err.Error(), "no process table") {
 		t.Fatalf("accepted, or refused for another reason: %v", err)
 	}
-	if left := unpacked(t, base); len(left) != 0 {
-		t.Errorf("a refused archive left %v", left)
+	if n := bytesUnder(tmp); n != 0 {
+		t.Errorf("a refused archive left %d bytes in %s", n, tmp)
+	}
+}
+
+// TestRefusedArchiveFillsLittle: while an archive that will be refused is
+// unpacked (it is fed through a pipe held open), it never takes more room
+// than the size limit of a snapshot.
+func TestRefusedArchiveFillsLittle(t *testing.T) {
+	privateTmp(t)
+	tmp := os.Getenv("TMPDIR")
+	fifo := filepath.Join(t.TempDir(), "feed")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(os.Args[0], "-test.run", "^TestUnpackChild$")
+	child.Env = append(os.Environ(), "DBHOST_UNPACK="+fifo)
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { child.Process.Kill(); child.Wait() }()
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// A small pipe keeps the child close behind the feed: 4 KB of
+	// compressed zeros is about 4 MB of files.
+	if _, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeArchive(pw, 100, 1<<20, false)) }() // 100 MB of files
+	defer pr.Close()
+	var most int64
+	for {
+		if _, err := io.CopyN(w, pr, 4096); err != nil {
+			break // refused (the child closed the pipe), or all fed
+		}
+		most = max(most, bytesUnder(tmp))
+	}
+	// All fed: wait until the child has written what it read.
+	for range 50 {
+		time.Sleep(20 * time.Millisecond)
+		most = max(most, bytesUnder(tmp))
+	}
+	t.Logf("at most %.1f MiB in %s", float64(most)/(1<<20), tmp)
+	if most > 64<<20 { // the documented limit
+		t.Errorf("an archive being refused took %d MiB, more than the 64 MiB limit", most>>20)
 	}
 }
 

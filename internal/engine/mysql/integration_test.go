@@ -293,8 +293,8 @@ func TestLiveDSNRecordsNoSecret(t *testing.T) {
 	if err := h.StartRecording(); err != nil {
 		t.Fatal(err)
 	}
-	// The DSN names another socket: the credentials go to this server's.
-	in := discover(t, h, s.PID, engine.Options{MySQLDSN: "auditor:" + secret + "@unix(/nonexistent.sock)/"})
+	// The DSN names this server's socket: its credentials are used there.
+	in := discover(t, h, s.PID, engine.Options{MySQLDSN: "auditor:" + secret + "@unix(" + s.Socket + ")/"})
 	if in.SettingsSource != "live" || !strings.Contains(in.LiveVia, "as auditor (DSN given)") || strings.Contains(in.LiveVia, secret) {
 		t.Fatalf("source %q via %q error %q", in.SettingsSource, in.LiveVia, in.LiveErr)
 	}
