@@ -52,7 +52,33 @@ func (h *Host) openKey(key string, flags int) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	return unix.Openat(h.rootFD, resolved, flags|unix.O_NOFOLLOW, 0)
+	return h.openNoLinks(resolved, flags)
+}
+
+// openNoLinks opens a resolved, link-free path one directory at a time,
+// following no link: a directory swapped for a link after walkInRoot
+// looked at it makes the open fail instead of leaving the root.
+func (h *Host) openNoLinks(resolved string, flags int) (int, error) {
+	if resolved == "." {
+		return unix.Openat(h.rootFD, ".", flags, 0)
+	}
+	parts := strings.Split(resolved, "/")
+	dir := h.rootFD
+	for _, c := range parts[:len(parts)-1] {
+		fd, err := unix.Openat(dir, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if dir != h.rootFD {
+			unix.Close(dir)
+		}
+		if err != nil {
+			return -1, err
+		}
+		dir = fd
+	}
+	fd, err := unix.Openat(dir, parts[len(parts)-1], flags|unix.O_NOFOLLOW, 0)
+	if dir != h.rootFD {
+		unix.Close(dir)
+	}
+	return fd, err
 }
 
 // walkInRoot resolves key inside the root without openat2: every link is
@@ -113,10 +139,17 @@ func (h *Host) readKey(key string, limit int64) ([]byte, error) {
 	}
 	f := os.NewFile(uintptr(fd), key)
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "open", Path: "/" + key, Err: errors.New("not a regular file")}
-	}
 	var buf bytes.Buffer
+	if st, err := f.Stat(); err == nil {
+		switch {
+		case !st.Mode().IsRegular():
+			return nil, &fs.PathError{Op: "open", Path: "/" + key, Err: errors.New("not a regular file")}
+		case st.Size() > limit:
+			return nil, ErrTooLarge // refused unread
+		case st.Size() > 0:
+			buf.Grow(int(st.Size()) + 1) // one allocation; /proc files say 0
+		}
+	}
 	n, err := io.Copy(&buf, io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err

@@ -270,3 +270,28 @@ func TestCollectionStaysOpenable(t *testing.T) {
 		t.Errorf("an archive over the entry limit: %v", err)
 	}
 }
+
+// TestRootWalkRace: on kernels without openat2 a path is resolved, then
+// opened; a directory swapped for a link in between must not lead out.
+func TestRootWalkRace(t *testing.T) {
+	root, out := t.TempDir(), t.TempDir()
+	for _, d := range []string{filepath.Join(root, "a", "b"), filepath.Join(out, "b")} {
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, "f"), []byte(d), 0o644)
+	}
+	h, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	resolved, err := h.walkInRoot("a/b/f", true)
+	if err != nil || resolved != "a/b/f" {
+		t.Fatalf("walk: %q %v", resolved, err)
+	}
+	os.RemoveAll(filepath.Join(root, "a"))
+	os.Symlink(out, filepath.Join(root, "a"))
+	if fd, err := h.openNoLinks(resolved, unix.O_RDONLY|unix.O_CLOEXEC); err == nil {
+		unix.Close(fd)
+		t.Error("opened a file through a directory swapped for a link out of the root")
+	}
+}

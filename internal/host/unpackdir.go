@@ -131,13 +131,18 @@ func (h *Host) makePrivateDir(kind string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", err
+	// The lock file appears under its name already locked: another
+	// process's cleanStale must never find it unlocked.
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock-new"), os.O_CREATE|os.O_EXCL|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
+	if err == nil {
+		if err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+			err = os.Rename(filepath.Join(dir, ".lock-new"), filepath.Join(dir, ".lock"))
+		}
+		if err != nil {
+			lock.Close()
+		}
 	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
+	if err != nil {
 		os.RemoveAll(dir)
 		return "", err
 	}

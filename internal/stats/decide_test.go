@@ -294,3 +294,39 @@ func TestSequenceHolm(t *testing.T) {
 		t.Error("wrong number of arms accepted")
 	}
 }
+
+// With ties the exact p-value and the interval can disagree, and then the
+// stricter one decides. Here (6 per arm, look 2) the interval excludes 1
+// but p = 0.0173 is above the look's level 0.0152: no verdict. A p
+// threshold moved up (doubled) would call it better.
+func TestDecideTiesPValueDecides(t *testing.T) {
+	p := Plan{MaxPerArm: 6, Metric: "throughput"}
+	d, err := p.Decide([]float64{101, 105, 101, 100, 100, 100}, []float64{106, 106, 104, 106, 104, 103}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(d.Interval.Lo() > 1) || !(d.P > d.AlphaLook) || d.P > 2*d.AlphaLook {
+		t.Fatalf("not the case this test is about: p=%v level=%v interval %v", d.P, d.AlphaLook, d.Interval)
+	}
+	if d.Verdict != Inconclusive {
+		t.Errorf("p=%v above level %v gave %s", d.P, d.AlphaLook, d.Verdict)
+	}
+}
+
+// And the other way (8 per arm, look 3 of 12): p = 0.0030 is below the
+// level 0.0047, but tied values put a ratio of exactly 1 into the
+// interval: no verdict. An interval computed at a larger level (narrower)
+// would call it better.
+func TestDecideTiesIntervalDecides(t *testing.T) {
+	p := Plan{MaxPerArm: 12, Metric: "throughput"}
+	d, err := p.Decide([]float64{102, 100, 100, 100, 102, 100, 100, 101}, []float64{103, 101, 103, 102, 103, 103, 103, 101}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(d.P <= d.AlphaLook) || d.Interval.Lo() != 1 {
+		t.Fatalf("not the case this test is about: p=%v level=%v interval %v", d.P, d.AlphaLook, d.Interval)
+	}
+	if d.Verdict != Inconclusive {
+		t.Errorf("an interval reaching 1 gave %s", d.Verdict)
+	}
+}
