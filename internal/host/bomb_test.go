@@ -160,7 +160,7 @@ type bombResult struct {
 // openInChild opens a snapshot in a fresh process and measures it.
 func openInChild(t *testing.T, file string) bombResult {
 	t.Helper()
-	return auditInChild(t, "--from "+file)
+	return auditInChild(t, "--from "+file, "DBHOST_BOMB_PRINT=1")
 }
 
 // auditInChild audits source ("--from FILE", "--root DIR") in a fresh
@@ -278,8 +278,12 @@ func TestSnapshotBombs(t *testing.T) {
 			}
 			b.end()
 		}},
+		{"7 MiB mountinfo files", "mountinfo larger than 2 MiB", func(b *bomb) {
+			b.out.Write(grownFiles(t, dir, 7*mib, "proc/self/mountinfo", "proc/1/mountinfo"))
+		}},
 		{"a real snapshot", "judged:", func(b *bomb) { b.out.Write(real) }},
 		{"a real snapshot, files grown", "judged:", func(b *bomb) { b.out.Write(grown(t, dir)) }},
+		{"costliest files at limits", "judged:", func(b *bomb) { b.out.Write(atLimits(t, dir)) }},
 	}
 	for _, c := range cases {
 		b := &bomb{t: t}
@@ -293,7 +297,7 @@ func TestSnapshotBombs(t *testing.T) {
 			t.Errorf("%s: the archive is %d MB, not a small bomb", c.name, fi.Size()/mib)
 		}
 		if !strings.Contains(r.out, c.want) {
-			t.Errorf("%s: want %q, got %s", c.name, c.want, r.out)
+			t.Errorf("%s: want %q, got %.2000s", c.name, c.want, r.out)
 		}
 		if r.elapsed > 5*time.Second || r.rssMB > 200 {
 			t.Errorf("%s: %v and %.0f MB RSS, want < 5 s and < 200 MB", c.name, r.elapsed, r.rssMB)
@@ -314,6 +318,76 @@ func tinyEntries(size int, v string) string {
 	}
 	sb.WriteString("}")
 	return sb.String()
+}
+
+// grownFiles is the baseline recording with the named files grown to at
+// most size bytes by repeating their lines.
+func grownFiles(t *testing.T, dir string, size int, names ...string) []byte {
+	a, err := derive.Read(fixture.Path("baseline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grow(t, a, size, names...)
+	return writeDerived(t, dir, a)
+}
+
+// grow repeats the lines (but the first) of the named files of a, up to
+// at most size bytes each.
+func grow(t *testing.T, a *derive.Archive, size int, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		c := a.Files["fs/"+name]
+		lines := bytes.SplitAfter(c, []byte("\n"))
+		if len(lines) < 3 {
+			t.Fatalf("%s: %d lines", name, len(lines))
+		}
+		g := append([]byte(nil), c...)
+	fill:
+		for {
+			for _, ln := range lines[1:] {
+				if len(g)+len(ln) > size {
+					break fill
+				}
+				g = append(g, ln...)
+			}
+		}
+		a.Files["fs/"+name] = g
+	}
+}
+
+// atLimits is the baseline recording with the files whose parsing costs
+// the most memory per byte (measured by growing each in turn) at their
+// limits: every mountinfo just under 2 MiB and six others just under the
+// 8 MiB of one file, 57 MiB in all.
+func atLimits(t *testing.T, dir string) []byte {
+	a, err := derive.Read(fixture.Path("baseline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mountinfo []string
+	for name := range a.Files {
+		if strings.HasSuffix(name, "/mountinfo") {
+			mountinfo = append(mountinfo, strings.TrimPrefix(name, "fs/"))
+		}
+	}
+	grow(t, a, 2*mib-4096, mountinfo...)
+	grow(t, a, 8*mib-65536, "usr/lib/udev/rules.d/99-systemd.rules", "usr/lib/udev/rules.d/55-dm.rules",
+		"usr/lib/udev/rules.d/70-uaccess.rules", "usr/lib/tmpfiles.d/systemd-pstore.conf",
+		"sys/devices/system/node/node0/meminfo", "proc/3798/numa_maps")
+	return writeDerived(t, dir, a)
+}
+
+func writeDerived(t *testing.T, dir string, a *derive.Archive) []byte {
+	t.Helper()
+	p := filepath.Join(dir, "derived.tar.gz")
+	if err := a.Write(p); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // grown is the baseline recording with every file of 1 KB or more grown,
