@@ -30,7 +30,13 @@ func loopDataDir(t *testing.T) (dataDir, dev string) {
 		_, err := exec.LookPath(tool)
 		testdb.Need(t, tool, err == nil)
 	}
-	dir := t.TempDir()
+	// The backing file lives on a disk, not in /tmp, which is tmpfs on
+	// many hosts (Debian 13's default): the test follows it to that disk.
+	dir, err := os.MkdirTemp("/var/tmp", "dbhost-knob-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	img := filepath.Join(dir, "disk.img")
 	if err := os.WriteFile(img, nil, 0o600); err != nil {
 		t.Fatal(err)
