@@ -187,7 +187,7 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 			}
 			// A zombie has exited; only its parent has not collected its
 			// status. Its name and IDs still read like a server's.
-			if st, err := h.ProcStat(p.PID); err == nil && st.State == "Z" {
+			if st, err := h.ProcStat(p.PID); err == nil && (st.State == "Z" || st.State == "X") {
 				notes = append(notes, fmt.Sprintf("%s pid %d: a zombie (exited, not reaped by its parent pid %d); not a running server", d.Engine(), p.PID, p.PPID))
 				break
 			}
@@ -231,9 +231,12 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 }
 
 // uniqueNames tags instances that would share a subject name (two servers
-// on one port in different network namespaces, or with sockets only): by
-// data directory where that tells them apart, else by PID. Findings and
-// metrics are keyed by the name, so it must be unique.
+// on one port in different network namespaces, or with sockets only, or a
+// user's process that only claims the port): by data directory where that
+// tells them apart, else by PID. Findings and metrics are keyed by the
+// name, so it must be unique. The one server that holds the port and runs
+// as root or its service account keeps the plain name: a user cannot
+// rename the system's server by starting a look-alike.
 func uniqueNames(insts []*Instance) {
 	byName := map[string][]*Instance{}
 	for _, in := range insts {
@@ -243,18 +246,57 @@ func uniqueNames(insts []*Instance) {
 		if len(group) < 2 {
 			continue
 		}
+		keeper := portHolder(group)
 		dirs := map[string]int{}
 		for _, in := range group {
 			dirs[in.DataDir]++
 		}
 		for _, in := range group {
-			if in.DataDir != "" && dirs[in.DataDir] == 1 && in.Port > 0 {
+			switch {
+			case in == keeper:
+			case in.DataDir != "" && dirs[in.DataDir] == 1 && in.Port > 0:
 				in.Tag = in.DataDir
-			} else {
+			default:
 				in.Tag = fmt.Sprintf("pid%d", in.PID)
 			}
 		}
 	}
+	// A data directory can read like another instance's tag; PIDs cannot
+	// repeat.
+	seen := map[string]bool{}
+	for _, in := range insts {
+		if seen[in.Name()] {
+			in.Tag = fmt.Sprintf("pid%d", in.PID)
+		}
+		seen[in.Name()] = true
+	}
+}
+
+// portHolder returns the only instance of a group that listens on its
+// configured port (TCP, or PostgreSQL's socket named for the port) and may
+// be trusted with credentials, or nil when none or several do.
+func portHolder(group []*Instance) *Instance {
+	var holder *Instance
+	for _, in := range group {
+		if in.Port <= 0 || in.MayReceiveCredentials() != "" || !in.holdsPort() {
+			continue
+		}
+		if holder != nil {
+			return nil
+		}
+		holder = in
+	}
+	return holder
+}
+
+func (i *Instance) holdsPort() bool {
+	pgSocket := fmt.Sprintf("/.s.PGSQL.%d", i.Port)
+	for _, l := range i.Listen {
+		if (l.Proto != "unix" && l.Port == i.Port) || (i.Engine == Postgres && l.Proto == "unix" && strings.HasSuffix(l.Addr, pgSocket)) {
+			return true
+		}
+	}
+	return false
 }
 
 // AttachListeners fills each instance's Listen from the kernel's socket
@@ -264,31 +306,7 @@ func AttachListeners(h *host.Host, insts []*Instance) {
 	if len(insts) == 0 {
 		return
 	}
-	byInode := map[uint64]Listener{}
-	// sock_diag first: cheap and it carries the backlog; the /proc files
-	// are the fallback (a seccomp profile without netlink, an old snapshot).
-	socks, tcpErr := h.ListenSockets()
-	for _, s := range socks {
-		proto := "tcp"
-		if strings.Contains(s.Addr, ":") {
-			proto = "tcp6"
-		}
-		byInode[s.Inode] = Listener{Proto: proto, Addr: s.Addr, Port: s.Port, Backlog: s.Backlog}
-	}
-	if tcpErr != nil {
-		var tcp procfs.NetTCP
-		tcp, tcpErr = h.NetTCP()
-		for _, s := range tcp {
-			if s.St != 0x0A { // TCP_LISTEN
-				continue
-			}
-			proto := "tcp"
-			if s.LocalAddr.To4() == nil {
-				proto = "tcp6"
-			}
-			byInode[s.Inode] = Listener{Proto: proto, Addr: s.LocalAddr.String(), Port: int(s.LocalPort)}
-		}
-	}
+	byInode, tcpErr := tcpListeners(h)
 	for _, l := range unixListeners(h) {
 		byInode[l.inode] = l.Listener
 	}
@@ -310,6 +328,36 @@ func AttachListeners(h *host.Host, insts []*Instance) {
 		}
 		sort.Slice(inst.Listen, func(a, b int) bool { return inst.Listen[a].String() < inst.Listen[b].String() })
 	}
+}
+
+// tcpListeners maps the inodes of the host's listening TCP sockets to
+// them. sock_diag first: cheap and it carries the backlog; the /proc files
+// are the fallback (a seccomp profile without netlink, an old snapshot).
+func tcpListeners(h *host.Host) (map[uint64]Listener, error) {
+	byInode := map[uint64]Listener{}
+	socks, err := h.ListenSockets()
+	for _, s := range socks {
+		proto := "tcp"
+		if strings.Contains(s.Addr, ":") {
+			proto = "tcp6"
+		}
+		byInode[s.Inode] = Listener{Proto: proto, Addr: s.Addr, Port: s.Port, Backlog: s.Backlog}
+	}
+	if err != nil {
+		var tcp procfs.NetTCP
+		tcp, err = h.NetTCP()
+		for _, s := range tcp {
+			if s.St != 0x0A { // TCP_LISTEN
+				continue
+			}
+			proto := "tcp"
+			if s.LocalAddr.To4() == nil {
+				proto = "tcp6"
+			}
+			byInode[s.Inode] = Listener{Proto: proto, Addr: s.LocalAddr.String(), Port: int(s.LocalPort)}
+		}
+	}
+	return byInode, err
 }
 
 type unixListener struct {

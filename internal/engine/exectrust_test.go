@@ -13,14 +13,23 @@ import (
 	"github.com/dbhost/dbhost/internal/engine"
 	_ "github.com/dbhost/dbhost/internal/engine/all"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
 
 const nobody = 65534
 
-// buildFake compiles testdata/fakebin once per test.
+// buildFake compiles testdata/fakebin once per test. The fakes look like
+// the host's servers to any audit, so the test holds the host lock shared:
+// a test that compares two audits of the host (cli's collect-equals-live)
+// holds it exclusively.
 func buildFake(t *testing.T) []byte {
 	t.Helper()
+	unlock, err := journal.LockShared(journal.HostLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unlock)
 	bin := filepath.Join(t.TempDir(), "fakebin")
 	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/fakebin").CombinedOutput(); err != nil {
 		t.Fatalf("build fakebin: %v\n%s", err, out)

@@ -83,10 +83,10 @@ func readLive(ctx context.Context, h *host.Host, in *engine.Instance, socket str
 // means the driver's default, 127.0.0.1:3306). Otherwise the invoking
 // user's ~/.my.cnf [client]/[mysql] credentials, else the current OS user
 // without a password (socket authentication: MariaDB's root account accepts
-// root over the socket), over this server's socket. Every Unix socket
-// connection is checked to reach the instance's own process before a byte
-// is exchanged, and a password goes only to a server that runs as root or
-// the service account (engine.Instance.MayReceiveCredentials).
+// root over the socket), over this server's socket. Every connection is
+// checked to reach the instance's own process before a byte is exchanged
+// (engine.Instance.Dial), and a password goes only to a server that runs
+// as root or the service account (engine.Instance.MayReceiveCredentials).
 func connConfig(h *host.Host, in *engine.Instance, socket string, opts engine.Options) (*mysql.Config, string, error) {
 	cfg := mysql.NewConfig()
 	note := ""
@@ -127,12 +127,11 @@ func connConfig(h *host.Host, in *engine.Instance, socket string, opts engine.Op
 	}
 	cfg.AllowCleartextPasswords = false
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = opts.Timeout, opts.Timeout, opts.Timeout
-	dialer := net.Dialer{Timeout: opts.Timeout}
+	// The driver dials through the instance's checked dial: the socket's
+	// listener, or the TCP address's listening socket, must be the
+	// instance's, whatever the DSN resolves to.
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if network == "unix" {
-			return in.DialVerified(ctx, h, addr, opts.Timeout)
-		}
-		return dialer.DialContext(ctx, network, addr) // dsnNames checked the instance holds this listener
+		return in.Dial(ctx, h, network, addr, opts.Timeout)
 	}
 	cfg.DBName = ""
 	// The driver logs some failures to stderr itself; dbhost reports them.

@@ -56,8 +56,15 @@ func dial(ctx context.Context, h *host.Host, in *engine.Instance, sockDir, dsn s
 		}
 		c, err := pgconn.ConnectConfig(ctx, cfg)
 		if err != nil {
-			if errors.Is(err, engine.ErrWrongServer) {
-				return nil, "", errors.New(note + shortErr(err))
+			var wrong *engine.WrongServerError
+			if errors.As(err, &wrong) {
+				// Another process holds an address of the string: no
+				// other login is tried. Say also why the others failed.
+				why := wrong.Reason
+				if s := shortErr(err); !strings.Contains(why, s) {
+					why = s + "; " + why
+				}
+				return nil, "", errors.New(note + why)
 			}
 			errs = append(errs, fmt.Sprintf("as user %s: %s", cfg.User, shortErr(err)))
 			if ctx.Err() != nil {
@@ -77,6 +84,9 @@ func dial(ctx context.Context, h *host.Host, in *engine.Instance, sockDir, dsn s
 		if cfg.RequireAuth == "none" {
 			how = ", no password (" + in.MayReceiveCredentials() + ")"
 		}
+		if note != "" {
+			how += " (" + strings.TrimSuffix(note, "; ") + ")"
+		}
 		return c, fmt.Sprintf("%s as user %s%s", where, cfg.User, how), nil
 	}
 	return nil, "", errors.New(note + strings.Join(errs, "; "))
@@ -95,5 +105,5 @@ func checkBackend(h *host.Host, in *engine.Instance, c *pgconn.PgConn) error {
 	if s, err := h.Status(in.PID); err == nil && len(s.NSpids) > 1 {
 		return nil
 	}
-	return fmt.Errorf("%w: the backend (pid %d) is not a child of the discovered postmaster pid %d; not read", engine.ErrWrongServer, pid, in.PID)
+	return &engine.WrongServerError{Reason: fmt.Sprintf("the backend (pid %d) is not a child of the discovered postmaster pid %d; not read", pid, in.PID)}
 }

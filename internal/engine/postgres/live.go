@@ -160,8 +160,8 @@ func connectAndRead(ctx context.Context, h *host.Host, in *engine.Instance, sock
 // ~/.pgpass itself with plain file reads; dbhost reads it through the host
 // model (ReadSecret, never recorded) and passes the password — only to a
 // server that may receive one (engine.Instance.MayReceiveCredentials).
-// Every Unix socket connection is checked to reach the instance's own
-// process before the server sees a byte (engine.Instance.DialVerified).
+// Every connection is checked to reach the instance's own process before
+// the server sees a byte (engine.Instance.Dial).
 func (a attempt) config(h *host.Host, in *engine.Instance, sockDir string, timeout time.Duration) (*pgconn.Config, error) {
 	secs := strconv.Itoa(max(1, int(timeout.Round(time.Second)/time.Second)))
 	var conn string
@@ -185,16 +185,11 @@ func (a attempt) config(h *host.Host, in *engine.Instance, sockDir string, timeo
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > timeout {
 		cfg.ConnectTimeout = timeout
 	}
-	tcp := !strings.HasPrefix(cfg.Host, "/")
-	dialer := net.Dialer{Timeout: cfg.ConnectTimeout}
+	// Every address pgx tries (fallback hosts, each address of a name)
+	// goes through the instance's checked dial.
+	timeout = cfg.ConnectTimeout
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if network == "unix" {
-			return in.DialVerified(ctx, h, addr, cfg.ConnectTimeout)
-		}
-		return dialer.DialContext(ctx, network, addr) // attempts checked the instance holds this listener
-	}
-	if tcp && !in.OwnsListener(h, cfg.Host, int(cfg.Port)) {
-		return nil, fmt.Errorf("%s port %d is not served by the discovered pid %d; not connected", cfg.Host, cfg.Port, in.PID)
+		return in.Dial(ctx, h, network, addr, timeout)
 	}
 	if why := in.MayReceiveCredentials(); why != "" {
 		// Only logins that need no password: the server must not even ask.

@@ -73,7 +73,7 @@ func (detector) Inspect(ctx context.Context, h *host.Host, p engine.Process, t *
 	} else {
 		cfg.ReadMain(main)
 	}
-	in.DataDir = dataDir(h, p.PID, a, cfg)
+	in.DataDir = ownDataDir(h, in, dataDir(h, p.PID, a, cfg))
 	if in.DataDir != "" {
 		cfg.ReadAuto(in.DataDir)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
 )
 
@@ -44,7 +45,7 @@ func readLive(ctx context.Context, h *host.Host, pid int, addrs []string, timeou
 	}
 	key := fmt.Sprintf("redis:%d:%s", pid, strings.Join(addrs, ","))
 	b, err := h.Probe(key, func() ([]byte, error) {
-		l := ask(ctx, addrs, timeout)
+		l := ask(ctx, h, &engine.Instance{PID: pid}, addrs, timeout)
 		return json.Marshal(l)
 	})
 	if err != nil {
@@ -60,12 +61,14 @@ func readLive(ctx context.Context, h *host.Host, pid int, addrs []string, timeou
 	return &l, nil
 }
 
-func ask(ctx context.Context, addrs []string, timeout time.Duration) *live {
+// ask tries the addresses in turn. Each must lead to the server's own
+// process (engine.Instance.Dial): an address its configuration names can
+// be held by another server, or by a user's look-alike.
+func ask(ctx context.Context, h *host.Host, in *engine.Instance, addrs []string, timeout time.Duration) *live {
 	l := &live{}
 	for _, a := range addrs {
 		network, addr, _ := strings.Cut(a, ":")
-		d := net.Dialer{Timeout: timeout}
-		conn, err := d.DialContext(ctx, network, addr)
+		conn, err := in.Dial(ctx, h, network, addr, timeout)
 		if err != nil {
 			l.Tried = append(l.Tried, fmt.Sprintf("%s: %v", a, err))
 			continue

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
 )
 
@@ -48,11 +50,22 @@ func fakeServer(t *testing.T, replies ...string) string {
 	return "unix:" + sock
 }
 
+// The fake servers run in this process: it is the instance asked.
+var self = &engine.Instance{PID: os.Getpid()}
+
+func selfHost(t *testing.T) *host.Host {
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 func bulk(s string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(s), s) }
 
 func TestAskNoAuth(t *testing.T) {
 	addr := fakeServer(t, "-NOAUTH Authentication required.\r\n")
-	l := ask(context.Background(), []string{"unix:/nonexistent/x.sock", addr}, time.Second)
+	l := ask(context.Background(), selfHost(t), self, []string{"unix:/nonexistent/x.sock", addr}, time.Second)
 	if l.Via != addr || !l.AuthRequired || l.Info != nil || len(l.Tried) != 1 {
 		t.Fatalf("%+v", l)
 	}
@@ -62,7 +75,7 @@ func TestAskInfoAndConfig(t *testing.T) {
 	info := "# Server\r\nredis_version:7.0.15\r\nprocess_id:42\r\nconfig_file:/etc/redis/redis.conf\r\n"
 	cfg := "*6\r\n" + bulk("requirepass") + bulk("") + bulk("masterauth") + bulk("hunter2") + bulk("Bind") + bulk("127.0.0.1 -::1")
 	addr := fakeServer(t, bulk(info), cfg)
-	l := ask(context.Background(), []string{addr}, time.Second)
+	l := ask(context.Background(), selfHost(t), self, []string{addr}, time.Second)
 	if l.Via != addr || l.AuthRequired || l.Info["redis_version"] != "7.0.15" || l.Info["config_file"] != "/etc/redis/redis.conf" {
 		t.Fatalf("%+v", l)
 	}
@@ -73,7 +86,7 @@ func TestAskInfoAndConfig(t *testing.T) {
 
 func TestAskConfigRefused(t *testing.T) {
 	addr := fakeServer(t, bulk("redis_version:7.2.4\r\n"), "-ERR unknown command 'CONFIG', with args beginning with: 'GET' '*'\r\n")
-	l := ask(context.Background(), []string{addr}, time.Second)
+	l := ask(context.Background(), selfHost(t), self, []string{addr}, time.Second)
 	if l.Via != addr || l.Config != nil || !strings.Contains(l.ConfigErr, "unknown command") {
 		t.Fatalf("%+v", l)
 	}

@@ -7,8 +7,8 @@
 // FAKE_MODE makes it more than a sleeper (dbhost runs commands with a
 // clean environment, so its own runs never see it):
 //
-//	pg      listen on FAKE_SOCKET, ask every client for a cleartext password
-//	mysql   listen on FAKE_SOCKET, send a handshake, then ask for a cleartext password
+//	pg      listen on FAKE_SOCKET and FAKE_TCP, ask every client for a cleartext password
+//	mysql   listen on FAKE_SOCKET and FAKE_TCP, send a handshake, then ask for a cleartext password
 //	zombie  start FAKE_CHILD (which exits at once) and never reap it
 //
 // Whatever authentication data a client sends goes to log/harvest.log.
@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -72,14 +73,38 @@ func version(name string) {
 	}
 }
 
+// serve listens on FAKE_SOCKET and on each address of FAKE_TCP
+// (comma-separated host:port), and logs "listening" once all are open.
 func serve(handle func(net.Conn)) {
-	l, err := net.Listen("unix", os.Getenv("FAKE_SOCKET"))
-	if err != nil {
-		logTo("exec.log", "listen: %v", err)
-		return
+	var ls []net.Listener
+	if sock := os.Getenv("FAKE_SOCKET"); sock != "" {
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			logTo("exec.log", "listen: %v", err)
+			return
+		}
+		os.Chmod(sock, 0o777)
+		ls = append(ls, l)
 	}
-	os.Chmod(os.Getenv("FAKE_SOCKET"), 0o777)
+	for _, a := range strings.Split(os.Getenv("FAKE_TCP"), ",") {
+		if a == "" {
+			continue
+		}
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			logTo("exec.log", "listen: %v", err)
+			return
+		}
+		ls = append(ls, l)
+	}
 	logTo("exec.log", "listening")
+	for _, l := range ls {
+		go accept(l, handle)
+	}
+	time.Sleep(time.Hour)
+}
+
+func accept(l net.Listener, handle func(net.Conn)) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
