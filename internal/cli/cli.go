@@ -373,7 +373,7 @@ func runFix(ctx context.Context, env Env, args []string) int {
 	files := fix.Render(fc, items)
 	written, kept, err := fix.WriteTree(*out, files, fix.Notes(items))
 	for _, k := range kept {
-		fmt.Fprintln(env.Stderr, "dbhost fix: not removed:", k)
+		fmt.Fprintln(env.Stderr, "dbhost fix:", k)
 	}
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost fix:", err)

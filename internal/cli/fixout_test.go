@@ -53,3 +53,38 @@ func TestFixOutHostileDirectory(t *testing.T) {
 	runCLI(t, "fix", "--out", out, "--from", fixture.Path("mem-swappiness-0"), "--only", "mem.swappiness")
 	intact()
 }
+
+// TestFixOutRemovesOnlyUnchanged: a rerun whose finding is gone removes the
+// file dbhost wrote for it, but keeps one the user edited since and says
+// so on stderr.
+func TestFixOutRemovesOnlyUnchanged(t *testing.T) {
+	testdb.Need(t, "root (dbhost fix as root)", os.Geteuid() == 0)
+	out := filepath.Join(t.TempDir(), "fixes")
+	conf := filepath.Join(out, "etc", "sysctl.d", "60-dbhost.conf")
+	render := func(name string) string {
+		t.Helper()
+		code, _, stderr := runCLI(t, "fix", "--out", out, "--from", fixture.Path(name), "--only", "mem.swappiness")
+		if code != ExitOK {
+			t.Fatalf("fix from %s: exit %d, %s", name, code, stderr)
+		}
+		return stderr
+	}
+	render("mem-swappiness-0")
+	if _, err := os.Stat(conf); err != nil {
+		t.Fatalf("the sysctl fix was not written: %v", err)
+	}
+	render("mem-swappiness-1")
+	if _, err := os.Stat(conf); !os.IsNotExist(err) {
+		t.Errorf("the unchanged file of the earlier run is still there: %v", err)
+	}
+
+	render("mem-swappiness-0")
+	os.WriteFile(conf, []byte("vm.swappiness = 5 # mine\n"), 0o644)
+	stderr := render("mem-swappiness-1")
+	if b, err := os.ReadFile(conf); err != nil || string(b) != "vm.swappiness = 5 # mine\n" {
+		t.Errorf("the edited file: %q, %v", b, err)
+	}
+	if !strings.Contains(stderr, "not removed: "+conf+" changed since dbhost wrote it") {
+		t.Errorf("stderr does not say the edited file was kept: %s", stderr)
+	}
+}

@@ -78,6 +78,9 @@ func TestResultsReadOnlyExisting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(before) < 20 || before[18] != 2 || before[19] != 2 {
+		t.Fatal("the writer did not leave the database in WAL mode")
+	}
 	beforeList := listing(t, dir)
 	code, out, stderr := runCLI(t, "results", "list", "--db", db)
 	if code != ExitOK || !strings.Contains(out, "20261125-aaaa") {

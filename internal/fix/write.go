@@ -1,7 +1,9 @@
 package fix
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -59,25 +61,33 @@ const maxStateFile = 1 << 20
 // file is written atomically with its mode. Files of an earlier run that
 // are no longer produced are removed only if their content is still what
 // dbhost wrote (the state file keeps each file's checksum); others are kept
-// and reported in notes. It returns the paths written, relative to dir.
+// and reported in kept, one sentence each. It returns the paths written,
+// relative to dir.
 func WriteTree(dir string, files []File, notes []string) (written, kept []string, err error) {
 	d, err := safefile.OpenDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer d.Close()
+	// Refuse the tree as a whole before the first write: an unsafe
+	// directory inside leaves the output as it was.
+	rels := treePaths(files)
+	for _, rel := range append(rels[:len(rels):len(rels)], "README.txt", stateFile) {
+		if err := d.Check(rel); err != nil {
+			return nil, nil, err
+		}
+	}
 	sums := map[string]string{}
-	for _, f := range files {
-		rel := strings.TrimPrefix(filepath.Clean("/"+f.Path), "/")
+	for i, f := range files {
 		mode := os.FileMode(f.Mode)
 		if mode == 0 {
 			mode = 0o644
 		}
-		if err := d.WriteFile(rel, mode, []byte(f.Content)); err != nil {
+		if err := d.WriteFile(rels[i], mode, []byte(f.Content)); err != nil {
 			return written, kept, err
 		}
-		written = append(written, rel)
-		sums[rel] = safefile.Sum([]byte(f.Content))
+		written = append(written, rels[i])
+		sums[rels[i]] = safefile.Sum([]byte(f.Content))
 	}
 	readme := []byte(readmeText(files, notes))
 	if err := d.WriteFile("README.txt", 0o644, readme); err != nil {
@@ -85,17 +95,7 @@ func WriteTree(dir string, files []File, notes []string) (written, kept []string
 	}
 	written = append(written, "README.txt")
 	sums["README.txt"] = safefile.Sum(readme)
-	// Remove what an earlier run wrote and this one did not.
-	if old, err := d.ReadFile(stateFile, maxStateFile); err == nil {
-		for _, e := range parseState(old) {
-			if _, now := sums[e.path]; now {
-				continue
-			}
-			if _, err := d.RemoveIfUnchanged(e.path, e.sum); err != nil {
-				kept = append(kept, err.Error())
-			}
-		}
-	}
+	kept = removeStale(d, sums)
 	sort.Strings(written)
 	var b strings.Builder
 	b.WriteString(stateHeader + "\n")
@@ -105,25 +105,60 @@ func WriteTree(dir string, files []File, notes []string) (written, kept []string
 	return written, kept, d.WriteFile(stateFile, 0o644, []byte(b.String()))
 }
 
+// treePaths are the files' places under the output directory: their
+// absolute paths made relative.
+func treePaths(files []File) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = strings.TrimPrefix(filepath.Clean("/"+f.Path), "/")
+	}
+	return out
+}
+
+// removeStale removes what the previous run wrote and this one did not
+// (sums holds this run's files), and says what it kept and why.
+func removeStale(d *safefile.Dir, sums map[string]string) (kept []string) {
+	old, err := d.ReadFile(stateFile, maxStateFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return []string{fmt.Sprintf("%v: files of an earlier run are not removed", err)}
+	}
+	entries, ok := parseState(old)
+	if !ok {
+		return []string{fmt.Sprintf("%s has no checksums (an older dbhost wrote it): files it lists are not removed",
+			filepath.Join(d.Path(), stateFile))}
+	}
+	for _, e := range entries {
+		if _, now := sums[e.path]; now {
+			continue
+		}
+		if _, err := d.RemoveIfUnchanged(e.path, e.sum); err != nil {
+			kept = append(kept, fmt.Sprintf("not removed: %v", err))
+		}
+	}
+	return kept
+}
+
 type stateEntry struct{ sum, path string }
 
-// parseState reads a state file. Entries without a checksum (the first
-// format), with a path that is not beneath the directory, or malformed are
-// dropped: they never lead to a deletion.
-func parseState(b []byte) []stateEntry {
+// parseState reads a state file; ok is false for the first format (paths
+// without checksums), which never leads to a deletion. Entries with a path
+// that is not beneath the directory, or malformed, are dropped.
+func parseState(b []byte) (entries []stateEntry, ok bool) {
 	lines := strings.Split(string(b), "\n")
-	if len(lines) == 0 || lines[0] != stateHeader {
-		return nil
+	if lines[0] != stateHeader {
+		return nil, false
 	}
-	var out []stateEntry
 	for _, ln := range lines[1:] {
 		sum, p, ok := strings.Cut(ln, "  ")
 		if !ok || len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" || safefile.Local(p) != nil {
 			continue
 		}
-		out = append(out, stateEntry{sum, p})
+		entries = append(entries, stateEntry{sum, p})
 	}
-	return out
+	return entries, true
 }
 
 func readmeText(files []File, notes []string) string {

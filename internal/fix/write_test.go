@@ -1,9 +1,11 @@
 package fix
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/safefile"
@@ -140,13 +142,15 @@ func TestWriteTreeDeletesOnlyWhatItWrote(t *testing.T) {
 	passwd, _ := os.ReadFile(filepath.Join(vdir, "passwd"))
 	shadow, _ := os.ReadFile(filepath.Join(vdir, "shadow"))
 	os.Symlink(filepath.Join(vdir, "shadow"), filepath.Join(out, "shadow-link"))
+	os.Symlink(vdir, filepath.Join(out, "etc2"))
 	rel, _ := filepath.Rel(out, filepath.Join(vdir, "passwd"))
 	state := stateHeader + "\n" +
 		safefile.Sum([]byte(sample[0].Content)) + "  etc/sysctl.d/60-dbhost.conf\n" +
 		safefile.Sum([]byte(sample[1].Content)) + "  etc/udev/rules.d/60-dbhost.rules\n" +
 		safefile.Sum(passwd) + "  " + rel + "\n" +
 		safefile.Sum(passwd) + "  " + filepath.Join(vdir, "passwd") + "\n" +
-		safefile.Sum(shadow) + "  shadow-link\n"
+		safefile.Sum(shadow) + "  shadow-link\n" +
+		safefile.Sum(passwd) + "  etc2/passwd\n"
 	os.WriteFile(filepath.Join(out, stateFile), []byte(state), 0o644)
 
 	// This run produces neither sample file.
@@ -164,22 +168,135 @@ func TestWriteTreeDeletesOnlyWhatItWrote(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(out, "shadow-link")); err != nil {
 		t.Error("the planted link was removed")
 	}
-	if len(kept) != 2 {
-		t.Errorf("kept notes %q, want the edited file and the link", kept)
+	if len(kept) != 3 {
+		t.Errorf("kept notes %q, want the edited file and the two links", kept)
 	}
 }
 
 func TestWriteTreeOldStateDeletesNothing(t *testing.T) {
 	needRoot(t)
+	vdir, check := victim(t)
 	out := filepath.Join(t.TempDir(), "fixes")
 	if _, _, err := WriteTree(out, sample, nil); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(out, stateFile), []byte("etc/sysctl.d/60-dbhost.conf\nREADME.txt\n"), 0o644)
-	if _, _, err := WriteTree(out, nil, nil); err != nil {
+	// The first format lists bare paths: one dbhost wrote, and one that
+	// reaches the victim through a planted directory link.
+	os.Symlink(vdir, filepath.Join(out, "etc2"))
+	os.WriteFile(filepath.Join(out, stateFile), []byte("etc/sysctl.d/60-dbhost.conf\netc2/passwd\nREADME.txt\n"), 0o644)
+	_, kept, err := WriteTree(out, nil, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	check()
 	if _, err := os.Stat(filepath.Join(out, "etc/sysctl.d/60-dbhost.conf")); err != nil {
 		t.Errorf("a path from a state file without checksums was deleted: %v", err)
+	}
+	if len(kept) != 1 || !strings.Contains(kept[0], "no checksums") {
+		t.Errorf("kept %q, want a note that the old state file deletes nothing", kept)
+	}
+}
+
+// tree lists every entry under dir with its type, mode, owner and content,
+// to show that a refused run changed nothing.
+func tree(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		var content []byte
+		if fi.Mode().IsRegular() {
+			content, _ = os.ReadFile(p)
+		}
+		fmt.Fprintf(&b, "%s %v %d %q\n", strings.TrimPrefix(p, dir), fi.Mode(), st.Uid, content)
+		return nil
+	})
+	return b.String()
+}
+
+// TestWriteTreeRefusesUnsafeSubdirectory: a directory inside the output
+// that is someone else's, writable by others, or a link refuses the whole
+// tree before the first file is written.
+func TestWriteTreeRefusesUnsafeSubdirectory(t *testing.T) {
+	needRoot(t)
+	vdir, check := victim(t)
+	for _, c := range []struct {
+		name, why string
+		plant     func(udev string)
+	}{
+		{"owned by nobody", "owned by uid 65534", func(udev string) {
+			os.Mkdir(udev, 0o755)
+			os.Chown(udev, nobody, nobody)
+		}},
+		{"group-writable", "mode 0775", func(udev string) {
+			os.Mkdir(udev, 0o755)
+			os.Chmod(udev, 0o775)
+		}},
+		{"a link", "symbolic link", func(udev string) {
+			os.Symlink(vdir, udev)
+		}},
+	} {
+		out := filepath.Join(t.TempDir(), "fixes")
+		os.MkdirAll(filepath.Join(out, "etc"), 0o755)
+		c.plant(filepath.Join(out, "etc", "udev"))
+		before := tree(t, out)
+		// sample writes etc/sysctl.d first, then etc/udev/rules.d.
+		_, _, err := WriteTree(out, sample, nil)
+		if err == nil || !strings.Contains(err.Error(), filepath.Join(out, "etc", "udev")) || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("%s: %v, want a refusal naming etc/udev and %q", c.name, err, c.why)
+		}
+		if after := tree(t, out); after != before {
+			t.Errorf("%s: the refused run changed the output:\nbefore\n%s\nafter\n%s", c.name, before, after)
+		}
+		check()
+	}
+}
+
+// TestWriteTreeChecksTheDirectoryReached: a trusted link whose target ends
+// in ".." must not smuggle in a directory others can write to (here a
+// sticky, world-writable one like /tmp) as the output directory.
+func TestWriteTreeChecksTheDirectoryReached(t *testing.T) {
+	needRoot(t)
+	base := t.TempDir()
+	sticky := filepath.Join(base, "sticky")
+	os.MkdirAll(filepath.Join(sticky, "sub"), 0o755)
+	os.Chmod(sticky, 0o777|os.ModeSticky)
+	link := filepath.Join(base, "out")
+	os.Symlink(sticky+"/sub/..", link) // uncleaned; owned by root: followed
+	_, _, err := WriteTree(link, sample, nil)
+	if err == nil || !strings.Contains(err.Error(), "refusing "+sticky+":") {
+		t.Errorf("output reached through sub/..: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(sticky, "etc")); !os.IsNotExist(err) {
+		t.Errorf("wrote into the sticky directory: %v", err)
+	}
+}
+
+// TestWriteTreeCreatesMissingParents keeps what MkdirAll did: --out may
+// name a directory whose parents do not exist yet; dbhost makes them.
+func TestWriteTreeCreatesMissingParents(t *testing.T) {
+	needRoot(t)
+	out := filepath.Join(t.TempDir(), "a", "b", "fixes")
+	written, _, err := WriteTree(out, sample, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 3 {
+		t.Errorf("written %v", written)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "etc/sysctl.d/60-dbhost.conf"))
+	if err != nil || string(b) != sample[0].Content {
+		t.Errorf("sysctl file: %q, %v", b, err)
+	}
+	// A rerun gives the same files.
+	before := tree(t, out)
+	if _, kept, err := WriteTree(out, sample, nil); err != nil || len(kept) != 0 {
+		t.Fatalf("rerun: %v, kept %q", err, kept)
+	}
+	if after := tree(t, out); after != before {
+		t.Errorf("rerun changed the tree:\n%s\n%s", before, after)
 	}
 }
