@@ -2,6 +2,7 @@ package knob_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -143,6 +144,12 @@ func TestKernelKnobs(t *testing.T) {
 func TestKernelCheckRefuses(t *testing.T) {
 	j := testdb.Journal(t)
 	a := knob.NewApplier(liveHost(t), j, knob.Target{})
+	// A pool far larger than memory, in the largest page size this kernel
+	// offers (a CPU without pdpe1gb has no 1G pages).
+	big := "hugepages.2M=100000000"
+	if _, err := os.Stat(huge1G); err == nil {
+		big = "hugepages.1G=100000"
+	}
 	for _, c := range []struct{ set, err string }{
 		{"thp.enabled=sometimes", `offers always, madvise, never, not "sometimes"`},
 		{"vm.no_such_knob=1", "no such sysctl"},
@@ -150,7 +157,7 @@ func TestKernelCheckRefuses(t *testing.T) {
 		{"kernel.osrelease=1", "read-only"},
 		{"hugepages.2M=lots", "not a page count"},
 		{"hugepages.16G=1", "no 16G huge pages"},
-		{"hugepages.1G=100000", "refused to keep the host alive"},
+		{big, "refused to keep the host alive"},
 		{"pg.work_mem=64MB", "not a PostgreSQL server"},
 		{"disk.read_ahead_kb=128", "no data directory"},
 	} {
@@ -175,9 +182,23 @@ func TestKernelCheckRefuses(t *testing.T) {
 }
 
 // 1 GB pages: the kernel may find no contiguous gigabyte. Whatever it
-// does, Apply never reports success unless the pool holds every page.
+// does, Apply never reports success unless the pool holds every page. A
+// CPU without 1 GB pages (no pdpe1gb) has no pool: the knob is refused
+// with that reason and nothing is journaled.
 func TestHugePages1G(t *testing.T) {
 	j := testdb.Journal(t)
+	if _, err := os.Stat(huge1G); errors.Is(err, os.ErrNotExist) {
+		a := knob.NewApplier(liveHost(t), j, knob.Target{})
+		_, err := a.Apply(context.Background(), []knob.Setting{{Name: "hugepages.1G", Value: "2"}}, false)
+		if err == nil || !strings.Contains(err.Error(), "this kernel offers no 1G huge pages") {
+			t.Errorf("Apply(hugepages.1G=2) on a kernel without 1G pages: %v", err)
+		}
+		if ch := j.Changes(); len(ch) != 0 {
+			t.Errorf("a refused knob was journaled: %v", ch)
+		}
+		t.Log("this CPU has no 1 GB pages: checked the refusal")
+		return
+	}
 	before := read(t, huge1G)
 	n, _ := strconv.Atoi(before)
 	want := n + 2

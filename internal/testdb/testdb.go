@@ -138,18 +138,26 @@ func wrap(o Options, name string, args ...string) (string, []string) {
 	return name, args
 }
 
-func (s *Server) start(t testing.TB, uid, gid int, name string, args ...string) {
+// holdHost takes the host lock shared for the rest of the test: a private
+// server, and the processes that set it up (initdb's bootstrap backends are
+// named postgres too), are on the host that tests comparing two audits of
+// it hold still with the lock taken exclusively. Registered before the
+// server's own cleanups, so it is released after Stop.
+func holdHost(t testing.TB) {
 	t.Helper()
 	unlock, err := journal.LockShared(journal.HostLock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(unlock) // registered first, so it runs after Stop
+	t.Cleanup(unlock)
+}
+
+func (s *Server) start(t testing.TB, uid, gid int, name string, args ...string) {
+	t.Helper()
 	cmd := exec.Command(name, args...)
 	asUser(cmd, uid, gid)
 	cmd.Dir = s.Dir
-	var log *os.File
-	log, err = os.OpenFile(s.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	log, err := os.OpenFile(s.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,6 +237,7 @@ func PostgresBin() (string, error) { return pgbin.Dir() }
 // trust authentication on its own socket directory and a free loopback port.
 func Postgres(t testing.TB, o Options) *Server {
 	t.Helper()
+	holdHost(t)
 	Need(t, "root (initdb runs as the postgres user)", os.Geteuid() == 0)
 	bin, err := PostgresBin()
 	Need(t, fmt.Sprint(err), err == nil)
@@ -265,6 +274,7 @@ func pgReady(data string) bool {
 // the machine's my.cnf is not read, on a free port and its own socket.
 func MariaDB(t testing.TB, o Options) *Server {
 	t.Helper()
+	holdHost(t)
 	Need(t, "root (the server runs as the mysql user)", os.Geteuid() == 0)
 	daemon, err := exec.LookPath("mariadbd")
 	if err != nil {
@@ -324,6 +334,7 @@ func MariaDB(t testing.TB, o Options) *Server {
 // discovery has a real redis.conf to read.
 func Redis(t testing.TB, o Options) *Server {
 	t.Helper()
+	holdHost(t)
 	Need(t, "root (the server runs as the redis user)", os.Geteuid() == 0)
 	daemon, err := exec.LookPath("redis-server")
 	Need(t, "redis-server (apt-get install redis-server)", err == nil)
