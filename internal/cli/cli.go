@@ -143,7 +143,7 @@ func (s *sourceFlags) open() (*host.Host, error) {
 
 // snapshotMemoryLimit is the soft heap limit while judging a snapshot: an
 // archive at the size limits is judged in well under 200 MB of RSS.
-const snapshotMemoryLimit = 96 << 20
+const snapshotMemoryLimit = 128 << 20
 
 func (s *sourceFlags) options() facts.Options {
 	return facts.Options{Engine: engine.Options{PGDSN: s.pgDSN, MySQLDSN: s.mysqlDSN, NoConnect: s.noConnect}}

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 
-	"github.com/prometheus/procfs"
 
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
@@ -194,14 +192,7 @@ type cgroupMount struct {
 // "name=systemd") and "v2" to their mounts, from dbhost's own mountinfo:
 // the files dbhost reads are the ones in its own mount namespace.
 func cgroupMounts(h *host.Host) (map[string]cgroupMount, error) {
-	if err := h.Touch("/proc/self/mountinfo"); err != nil {
-		return nil, err
-	}
-	fs, err := procfs.NewFS(filepath.Join(h.Root(), "proc"))
-	if err != nil {
-		return nil, err
-	}
-	mounts, err := fs.GetMounts()
+	mounts, err := h.SelfMountInfo()
 	if err != nil {
 		return nil, err
 	}

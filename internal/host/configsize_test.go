@@ -59,13 +59,13 @@ func TestHugeConfigOnRoot(t *testing.T) {
 			"/etc/mysql/my.cnf"},
 	} {
 		r := auditInChild(t, "--root "+c.root, "DBHOST_BOMB_PRINT=1")
-		t.Logf("50 MB %-16s %-8s in %5.0f ms, peak RSS %5.1f MB", c.name, strings.SplitN(r.out, ":", 2)[0],
-			float64(r.elapsed.Microseconds())/1000, r.rssMB)
+		t.Logf("50 MB %-16s %-8s in %5.0f ms (CPU %5.0f ms), peak RSS %5.1f MB", c.name, strings.SplitN(r.out, ":", 2)[0],
+			float64(r.elapsed.Microseconds())/1000, float64(r.cpu.Microseconds())/1000, r.rssMB)
 		if want := c.file + ": configuration file larger than 4 MiB"; !strings.Contains(r.out, want) {
 			t.Errorf("%s: the audit does not say %q:\n%.2000s", c.name, want, r.out)
 		}
-		if r.elapsed > 5*time.Second || r.rssMB > 100 {
-			t.Errorf("%s: %v and %.0f MB RSS, want < 5 s and < 100 MB", c.name, r.elapsed, r.rssMB)
+		if r.cpu > 5*time.Second || r.rssMB > 100 {
+			t.Errorf("%s: %v of CPU (%v on the clock) and %.0f MB RSS, want < 5 s and < 100 MB", c.name, r.cpu, r.elapsed, r.rssMB)
 		}
 	}
 }

@@ -8,6 +8,7 @@ package host
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,9 @@ type Host struct {
 
 	manifest   Manifest
 	cmdTimeout time.Duration
+
+	mountsMu sync.Mutex
+	mounts   map[[sha256.Size]byte][]*procfs.MountInfo // parsed mountinfo by content
 }
 
 // Open returns a Host over the live system mounted at root (usually "/").

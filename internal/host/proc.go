@@ -1,6 +1,7 @@
 package host
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"sort"
 	"strconv"
@@ -87,11 +88,47 @@ func (h *Host) Cgroups(pid int) ([]procfs.Cgroup, error) {
 
 // MountInfo parses /proc/PID/mountinfo with procfs: the mounts as that
 // process sees them, which is what matters for its data directory.
+//
+// Processes of one mount namespace print the same table, and an audit asks
+// for PID 1's and each server's several times: a table is parsed once per
+// content, so a host (or a snapshot) with many servers pays one parse per
+// distinct table. Callers must not modify the result.
 func (h *Host) MountInfo(pid int) ([]*procfs.MountInfo, error) {
-	if err := h.Touch(procPath(pid, "mountinfo")); err != nil {
+	return h.mountInfo(procPath(pid, "mountinfo"), func() ([]*procfs.MountInfo, error) { return h.proc.GetProcMounts(pid) })
+}
+
+// SelfMountInfo is MountInfo for dbhost's own process (/proc/self), whose
+// mounts say where the cgroup hierarchies are.
+func (h *Host) SelfMountInfo() ([]*procfs.MountInfo, error) {
+	return h.mountInfo("/proc/self/mountinfo", h.proc.GetMounts)
+}
+
+func (h *Host) mountInfo(p string, parse func() ([]*procfs.MountInfo, error)) ([]*procfs.MountInfo, error) {
+	if err := h.Touch(p); err != nil {
 		return nil, err
 	}
-	return h.proc.GetProcMounts(pid)
+	b, err := h.ReadFile(p)
+	if err != nil {
+		return parse()
+	}
+	key := sha256.Sum256(b)
+	h.mountsMu.Lock()
+	m, ok := h.mounts[key]
+	h.mountsMu.Unlock()
+	if ok {
+		return m, nil
+	}
+	m, err = parse()
+	if err != nil {
+		return nil, err
+	}
+	h.mountsMu.Lock()
+	if h.mounts == nil {
+		h.mounts = map[[sha256.Size]byte][]*procfs.MountInfo{}
+	}
+	h.mounts[key] = m
+	h.mountsMu.Unlock()
+	return m, nil
 }
 
 // Meminfo parses /proc/meminfo with procfs.
