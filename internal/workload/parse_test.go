@@ -176,6 +176,24 @@ func TestPGBenchFailedRunsRefused(t *testing.T) {
 	}
 }
 
+// TestPGBenchInterleavedError: with -j 2, a client's error written while
+// thread 0 prints a progress report lands inside the report's line. The
+// error is still found and the run refused; the report still counts.
+func TestPGBenchInterleavedError(t *testing.T) {
+	p := &pgbenchOut{}
+	feed(p.line, stderr, "progress: 1.0 s, 0.0 tps, lat 0.000 ms stddev 0.000pgbench: error: client 1 script 0 aborted in command 0 query 0: ERROR:  relation \"nosuch\" does not exist\n"+
+		", 0 failed\n"+
+		"pgbench: error: clipgbench: error: client 0 script 0 aborted in command 0 query 0: ERROR:  relation \"nosuch\" does not exist\n"+
+		"pgbench: error: Run was aborted; the above results are incomplete.\n")
+	err := p.check(exitOf(2), "")
+	if err == nil || !strings.Contains(err.Error(), `relation "nosuch" does not exist`) || !strings.Contains(err.Error(), "1 more alike") {
+		t.Errorf("error %v, want both clients' errors", err)
+	}
+	if len(p.seconds) != 1 || p.unparsedProgresses != 0 {
+		t.Errorf("progress: %d seconds, %d unparsed", len(p.seconds), p.unparsedProgresses)
+	}
+}
+
 // Output cut anywhere must never yield a result that differs from the
 // whole output's.
 func TestPGBenchTruncatedOutput(t *testing.T) {

@@ -209,6 +209,17 @@ func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 func (p *pgbenchOut) line(stream int, s string) {
 	if stream == stderr {
+		// pgbench's threads write to an unbuffered stderr in pieces (a
+		// progress report is several writes, and so is a logged error):
+		// with -j above 1 a client's error can land inside a progress
+		// line. Each part is read as a line of its own.
+		if len(s) > 1 {
+			if i := strings.Index(s[1:], "pgbench: "); i >= 0 {
+				p.line(stream, s[:i+1])
+				p.line(stream, s[i+1:])
+				return
+			}
+		}
 		if strings.HasPrefix(s, "progress: ") {
 			at, tps, failed, skipped, ok := pgbenchProgress(s)
 			if !ok {
