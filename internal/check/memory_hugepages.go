@@ -148,7 +148,7 @@ func poolFor(f *facts.Facts, sizeKB int) (facts.HugePagePool, Evidence, string) 
 		}
 		return p, Ev("huge page pool", "none of "+what, "/sys/kernel/mm/hugepages"), "the kernel has no huge page pool of " + what
 	}
-	src := fmt.Sprintf("/sys/kernel/mm/hugepages/hugepages-%dkB", p.SizeKB)
+	src := host.HugePagesDir(uint64(p.SizeKB))
 	if p.Err != "" {
 		return p, Ev("huge page pool "+memPoolName(p.SizeKB), "unreadable: "+p.Err, src), "cannot read the " + memPoolName(p.SizeKB) + " pool: " + p.Err
 	}
@@ -168,7 +168,7 @@ func poolFix(f *facts.Facts, p facts.HugePagePool, total int64, summary string) 
 	if p.Default {
 		fx.Sysctl = []fix.KV{{Key: "vm.nr_hugepages", Value: v}}
 	} else {
-		fx.Sysfs = []fix.KV{{Key: fmt.Sprintf("/sys/kernel/mm/hugepages/hugepages-%dkB/nr_hugepages", p.SizeKB), Value: v}}
+		fx.Sysfs = []fix.KV{{Key: host.HugePagesDir(uint64(p.SizeKB)) + "/nr_hugepages", Value: v}}
 		if p.SizeKB >= 1<<20 {
 			fx.Cmdline = []string{fmt.Sprintf("hugepagesz=%dG", p.SizeKB>>20), "hugepages=" + v}
 		}
@@ -678,7 +678,7 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 	fx := &fix.Fix{Summary: "Release huge pages nobody uses"}
 	total := int64(0)
 	for _, p := range m.HugePages {
-		src := fmt.Sprintf("/sys/kernel/mm/hugepages/hugepages-%dkB", p.SizeKB)
+		src := host.HugePagesDir(uint64(p.SizeKB))
 		if p.Err != "" {
 			return []Result{UnknownR(SubjectHost, "cannot read the "+memPoolName(p.SizeKB)+" pool: "+p.Err, Ev("pool "+memPoolName(p.SizeKB), "unreadable: "+p.Err, src))}
 		}

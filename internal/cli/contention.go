@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dbhost/dbhost/internal/contention"
@@ -50,7 +48,7 @@ func runContention(ctx context.Context, env Env, args []string) int {
 		opts.PIDs = append(opts.PIDs, n)
 	}
 	for _, e := range engines {
-		en, err := parseEngine(e)
+		en, err := engine.Parse(e)
 		if err != nil {
 			return fail(err)
 		}
@@ -164,18 +162,4 @@ func reportStatus(r *contention.Report) int {
 		return ExitError
 	}
 	return ExitOK
-}
-
-func parseEngine(s string) (engine.Engine, error) {
-	switch strings.ToLower(s) {
-	case "postgres", "postgresql", "pg":
-		return engine.Postgres, nil
-	case "mysql", "mariadb", "percona":
-		return engine.MySQL, nil
-	case "redis", "valkey":
-		return engine.Redis, nil
-	case "mongodb", "mongo":
-		return engine.MongoDB, nil
-	}
-	return "", errors.New("unknown engine " + strconv.Quote(s) + " (want postgres, mysql, redis or mongodb)")
 }

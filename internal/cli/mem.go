@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/mem"
 	"github.com/dbhost/dbhost/internal/termsafe"
@@ -52,11 +53,13 @@ func runMem(ctx context.Context, env Env, args []string) int {
 		}
 		opt.PIDs = append(opt.PIDs, n)
 	}
-	e, err := mem.ParseEngine(*eng)
-	if err != nil {
-		return fail(err)
+	if *eng != "" {
+		e, err := engine.Parse(*eng)
+		if err != nil {
+			return fail(err)
+		}
+		opt.Engine = e
 	}
-	opt.Engine = e
 	h, err := host.Open(*root)
 	if err != nil {
 		return fail(err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // WriteJSON writes a value as indented JSON (a Report, a ProbeResult).
@@ -21,7 +23,7 @@ const topProcesses = 5
 
 // WriteText writes a report for people.
 func WriteText(w io.Writer, r *Report) error {
-	ew := &errWriter{w: w}
+	ew := &textio.ErrWriter{W: w}
 	p := func(format string, args ...any) { fmt.Fprintf(ew, format, args...) }
 	hf := r.Host
 	p("dbhost contention: %.1f s ending %s, %d CPUs\n", r.Seconds, r.Time.Local().Format("15:04:05"), hf.CPUs)
@@ -103,7 +105,7 @@ func WriteText(w io.Writer, r *Report) error {
 	for _, n := range r.Notes {
 		p("\nnote: %s\n", n)
 	}
-	return ew.err
+	return ew.Err
 }
 
 func mark(status string) string {
@@ -120,26 +122,12 @@ func mark(status string) string {
 
 // WriteProbeText writes a probe result for people.
 func WriteProbeText(w io.Writer, r *ProbeResult) error {
-	ew := &errWriter{w: w}
+	ew := &textio.ErrWriter{W: w}
 	fmt.Fprintf(ew, "dbhost contention --probe: %.1f s on %d of %d CPUs (%s, kernel %s)\n", r.Seconds, len(r.PinnedCPUs), r.CPUs, r.CPUModel, r.Kernel)
 	fmt.Fprintf(ew, "  observed        %s switches/s total   [/proc/stat ctxt, best of %d sub-runs]\n", human(r.Switches), r.SubRuns)
 	fmt.Fprintf(ew, "  capacity        %s switches/s per core   [1 s / CPU time per switch]\n", human(r.PerCore))
 	fmt.Fprintf(ew, "  hand-offs       %s/s (%.2f switches per hand-off)\n", human(r.Handoffs), r.SwitchesPerHandoff)
 	fmt.Fprintf(ew, "  cost per switch %.2f µs of CPU time\n", r.CostNS/1000)
 	fmt.Fprintf(ew, "  %s/s per core is the ceiling; above %.0f %% of it (%s/s) switching takes a noticeable share of a core\n", human(r.PerCore), MaxShare*100, human(r.PerCore*MaxShare))
-	return ew.err
-}
-
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(b []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(b)
-	e.err = err
-	return n, err
+	return ew.Err
 }

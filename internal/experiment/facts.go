@@ -57,14 +57,10 @@ func HostFacts(h *host.Host) (Facts, error) {
 	if f.CPUs == 0 {
 		f.CPUs = numCPU()
 	}
-	dirs, _ := h.ReadDir("/sys/kernel/mm/hugepages")
+	dirs, _ := h.ReadDir(host.HugePagesRoot)
 	for _, d := range dirs {
-		kb, ok := strings.CutPrefix(d, "hugepages-")
-		if !ok {
-			continue
-		}
-		if n, err := strconv.ParseUint(strings.TrimSuffix(kb, "kB"), 10, 64); err == nil {
-			f.HugePageSizes = append(f.HugePageSizes, n*1024)
+		if kb, ok := host.HugePageSizeKB(d); ok {
+			f.HugePageSizes = append(f.HugePageSizes, kb*1024)
 		}
 	}
 	slices.Sort(f.HugePageSizes)

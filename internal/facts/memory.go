@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -267,7 +268,7 @@ func explainAt(p string, err error) string {
 	return host.Explain(err)
 }
 
-const hugepagesDir = "/sys/kernel/mm/hugepages"
+const hugepagesDir = host.HugePagesRoot
 
 // gatherHugePages reads every pool under /sys/kernel/mm/hugepages.
 func gatherHugePages(h *host.Host, defaultKB int) ([]HugePagePool, string) {
@@ -277,14 +278,11 @@ func gatherHugePages(h *host.Host, defaultKB int) ([]HugePagePool, string) {
 	}
 	var pools []HugePagePool
 	for _, n := range names {
-		s, ok := strings.CutPrefix(n, "hugepages-")
-		if !ok {
+		size, ok := host.HugePageSizeKB(n)
+		if !ok || size > math.MaxInt32 {
 			continue
 		}
-		kb, err := strconv.Atoi(strings.TrimSuffix(s, "kB"))
-		if err != nil {
-			continue
-		}
+		kb := int(size)
 		p := HugePagePool{SizeKB: kb, Default: kb == defaultKB}
 		dir := hugepagesDir + "/" + n + "/"
 		for _, fv := range []struct {

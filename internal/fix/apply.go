@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
 )
 
@@ -21,7 +22,7 @@ type Knob struct {
 func Knobs(f *Fix) []Knob {
 	var out []Knob
 	for _, kv := range f.Sysctl {
-		out = append(out, Knob{Path: "/proc/sys/" + strings.ReplaceAll(kv.Key, ".", "/"), Value: kv.Value})
+		out = append(out, Knob{Path: host.SysctlPath(kv.Key), Value: kv.Value})
 	}
 	for _, kv := range f.Sysfs {
 		out = append(out, Knob{Path: kv.Key, Value: kv.Value})

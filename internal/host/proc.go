@@ -226,8 +226,14 @@ func (h *Host) Sysctl(name string) (string, error) {
 	return strings.Join(strings.Fields(string(b)), " "), nil
 }
 
-// SysctlPath maps vm.swappiness to /proc/sys/vm/swappiness.
+// SysctlPath maps a sysctl name to its file: vm.swappiness to
+// /proc/sys/vm/swappiness. Dots separate components unless the name uses
+// slashes, which lets a component hold a dot (net/ipv4/conf/eth0.100/rp_filter),
+// as sysctl(8) does.
 func SysctlPath(name string) string {
+	if strings.Contains(name, "/") {
+		return "/proc/sys/" + strings.Trim(name, "/")
+	}
 	return "/proc/sys/" + strings.ReplaceAll(name, ".", "/")
 }
 
@@ -261,4 +267,26 @@ func (h *Host) ProcMaps(pid int) ([]*procfs.ProcMap, error) {
 		return nil, err
 	}
 	return p.ProcMaps()
+}
+
+// HugePagesRoot holds one directory per huge page size the kernel offers.
+const HugePagesRoot = "/sys/kernel/mm/hugepages"
+
+// HugePagesDir is the sysfs directory of the pool of one page size.
+func HugePagesDir(sizeKB uint64) string {
+	return fmt.Sprintf("%s/hugepages-%dkB", HugePagesRoot, sizeKB)
+}
+
+// HugePageSizeKB reads the page size from a directory name under
+// HugePagesRoot ("hugepages-2048kB"); ok is false for any other name.
+func HugePageSizeKB(name string) (kb uint64, ok bool) {
+	s, ok := strings.CutPrefix(name, "hugepages-")
+	if !ok {
+		return 0, false
+	}
+	if s, ok = strings.CutSuffix(s, "kB"); !ok {
+		return 0, false
+	}
+	kb, err := strconv.ParseUint(s, 10, 64)
+	return kb, err == nil && kb > 0
 }

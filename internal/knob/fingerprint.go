@@ -62,7 +62,7 @@ func (a *Applier) Fingerprint(ctx context.Context, names []string) (Fingerprint,
 	}
 	if dirs, err := h.ReadDir(hugeDir); err == nil {
 		for _, d := range dirs {
-			kb, ok := hugeDirSize(d)
+			kb, ok := host.HugePageSizeKB(d)
 			if !ok {
 				continue
 			}

@@ -18,7 +18,7 @@ const accessW = 2
 
 const (
 	thpDir  = "/sys/kernel/mm/transparent_hugepage"
-	hugeDir = "/sys/kernel/mm/hugepages"
+	hugeDir = host.HugePagesRoot
 )
 
 // maxHugeShare bounds the memory all explicit huge page pools may take
@@ -37,7 +37,7 @@ var notSettings = map[string]string{
 // knob name ("hugepages.1G").
 func hugeSizeDir(name string) string {
 	kb, _ := parseHugeSize(strings.TrimPrefix(name, "hugepages."))
-	return fmt.Sprintf("%s/hugepages-%dkB", hugeDir, kb)
+	return host.HugePagesDir(kb)
 }
 
 // kernelFiles locates the files of a kernel knob, checked to stay under
@@ -45,7 +45,7 @@ func hugeSizeDir(name string) string {
 func (a *Applier) kernelFiles(name string, cl class) (files, devs []string, err error) {
 	switch cl {
 	case sysctl:
-		files = []string{sysctlPath(name)}
+		files = []string{host.SysctlPath(name)}
 	case thp:
 		files = []string{thpDir + "/" + strings.TrimPrefix(name, "thp.")}
 	case hugepages:
@@ -83,7 +83,7 @@ func (a *Applier) hugeSizes() string {
 	}
 	var out []string
 	for _, n := range names {
-		if kb, ok := hugeDirSize(n); ok {
+		if kb, ok := host.HugePageSizeKB(n); ok {
 			out = append(out, "hugepages."+hugeSizeName(kb))
 		}
 	}
@@ -91,20 +91,6 @@ func (a *Applier) hugeSizes() string {
 		return "it offers none"
 	}
 	return "it offers " + strings.Join(out, ", ")
-}
-
-// hugeDirSize reads the size in kB from a directory name "hugepages-2048kB".
-func hugeDirSize(dir string) (uint64, bool) {
-	s, ok := strings.CutPrefix(dir, "hugepages-")
-	if !ok {
-		return 0, false
-	}
-	s, ok = strings.CutSuffix(s, "kB")
-	if !ok {
-		return 0, false
-	}
-	kb, err := strconv.ParseUint(s, 10, 64)
-	return kb, err == nil && kb > 0
 }
 
 // planKernel checks a kernel knob and its value. A disk.* value may name
@@ -251,7 +237,7 @@ func (a *Applier) checkHugeTotal(items []*item) error {
 	names, _ := a.h.ReadDir(hugeDir)
 	var totalKB float64
 	for _, n := range names {
-		kb, ok := hugeDirSize(n)
+		kb, ok := host.HugePageSizeKB(n)
 		if !ok {
 			continue
 		}

@@ -128,22 +128,12 @@ func canonical(name string) (string, class, error) {
 	if !sysctlName.MatchString(name) || !strings.ContainsAny(name, "./") {
 		return "", 0, fmt.Errorf("%s: not a knob name (a sysctl such as vm.swappiness, thp.*, hugepages.*, disk.*, pg.*, mysql.*)", name)
 	}
-	for _, c := range strings.FieldsFunc(sysctlPath(name), func(r rune) bool { return r == '/' }) {
+	for _, c := range strings.FieldsFunc(host.SysctlPath(name), func(r rune) bool { return r == '/' }) {
 		if c == ".." || c == "." {
 			return "", 0, fmt.Errorf("%s: not a sysctl name", name)
 		}
 	}
 	return name, sysctl, nil
-}
-
-// sysctlPath maps a sysctl name to its file below /proc/sys. Dots separate
-// components unless the name uses slashes, which lets a component hold a
-// dot, as sysctl(8) does.
-func sysctlPath(name string) string {
-	if strings.Contains(name, "/") {
-		return "/proc/sys/" + strings.Trim(name, "/")
-	}
-	return "/proc/sys/" + strings.ReplaceAll(name, ".", "/")
 }
 
 // parseHugeSize reads a huge page size ("2M", "1G", "2048kB") in kB.

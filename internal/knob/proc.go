@@ -18,6 +18,8 @@ import (
 
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/safefile"
+
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // The undo functions run from the journal's data alone. Within the process
@@ -116,17 +118,9 @@ func runAsUser(ctx context.Context, argv []string, runAs string) error {
 	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Run(); err != nil {
 		b, _ := os.ReadFile(out.Name())
-		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, lastLines(string(b), 5))
+		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, textio.LastLines(string(b), 5))
 	}
 	return nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }
 
 // serverProcess returns the PID of the live server process whose working

@@ -3,8 +3,6 @@ package mem
 import (
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
@@ -148,17 +146,13 @@ func finish(l Line) Line {
 // in use and the pool's size. Without sysfs it falls back to meminfo's
 // default-size counters.
 func hugetlbUsage(h *host.Host, mi map[string]uint64) (used, pool uint64) {
-	const dir = "/sys/kernel/mm/hugepages"
+	const dir = host.HugePagesRoot
 	names, err := h.ReadDir(dir)
 	if err == nil {
 		found := false
 		for _, n := range names {
-			kb, ok := strings.CutPrefix(n, "hugepages-")
+			size, ok := host.HugePageSizeKB(n)
 			if !ok {
-				continue
-			}
-			size, err := strconv.ParseUint(strings.TrimSuffix(kb, "kB"), 10, 64)
-			if err != nil {
 				continue
 			}
 			nr, ok1 := h.Read(dir + "/" + n + "/nr_hugepages").Int()

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // RenderOptions shape the text output.
@@ -35,7 +37,7 @@ func sorted(ps []Process, o RenderOptions) []Process {
 
 // Text writes the report as tables with human sizes.
 func Text(w io.Writer, r *Report, o RenderOptions) error {
-	ew := &errWriter{w: w}
+	ew := &textio.ErrWriter{W: w}
 	ps := sorted(r.Processes, o)
 	by := o.Sort
 	if by == "" {
@@ -148,7 +150,7 @@ func Text(w io.Writer, r *Report, o RenderOptions) error {
 	for _, note := range r.Notes {
 		fmt.Fprintln(ew, "note:", note)
 	}
-	return ew.err
+	return ew.Err
 }
 
 func mappersText(rg Region) string {
@@ -260,20 +262,6 @@ func (t *table) write(w io.Writer) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
-}
-
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return len(p), nil
-	}
-	n, err := e.w.Write(p)
-	e.err = err
-	return n, err
 }
 
 func plural(n int, one, many string) string {

@@ -46,23 +46,6 @@ type Options struct {
 	Workers int
 }
 
-// ParseEngine maps a --engine value to an engine.
-func ParseEngine(s string) (engine.Engine, error) {
-	switch strings.ToLower(s) {
-	case "":
-		return "", nil
-	case "postgres", "postgresql", "pg":
-		return engine.Postgres, nil
-	case "mysql", "mariadb":
-		return engine.MySQL, nil
-	case "mongo", "mongodb", "mongod":
-		return engine.MongoDB, nil
-	case "redis", "valkey":
-		return engine.Redis, nil
-	}
-	return "", fmt.Errorf("unknown engine %q (postgres, mysql, mongo, redis)", s)
-}
-
 // proc is one process being read.
 type proc struct {
 	Process

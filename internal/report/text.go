@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/check"
+
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 func init() { Register("text", renderText) }
@@ -24,7 +26,7 @@ func colors(on bool) palette {
 func renderText(w io.Writer, a *Audit, o Options) error {
 	c := colors(o.Color)
 	f := a.Facts
-	ew := &errWriter{w: w}
+	ew := &textio.ErrWriter{W: w}
 	p := func(format string, args ...any) { fmt.Fprintf(ew, format, args...) }
 
 	how := "live"
@@ -124,7 +126,7 @@ func renderText(w io.Writer, a *Audit, o Options) error {
 	if !o.Verbose {
 		p("Run with -v for evidence and passed checks; `dbhost fix --out DIR` writes the persistent fixes.\n")
 	}
-	return ew.err
+	return ew.Err
 }
 
 func orDash(s string) string {
@@ -152,19 +154,4 @@ func indent(s, prefix string) string {
 		b.WriteString(line + "\n")
 	}
 	return b.String()
-}
-
-// errWriter keeps the first write error so rendering code stays linear.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return len(p), nil
-	}
-	n, err := e.w.Write(p)
-	e.err = err
-	return n, err
 }

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // Streams a tool writes to.
@@ -173,7 +175,7 @@ func exitError(name string, err error, why []string, tail string) error {
 	}
 	msg := strings.Join(firstN(distinct(why), 4), "; ")
 	if msg == "" {
-		msg = lastLines(tail, 3)
+		msg = textio.LastLines(tail, 3)
 	}
 	switch {
 	case status != "" && msg != "":
@@ -213,14 +215,6 @@ func firstN(s []string, n int) []string {
 		return append(s[:n:n], fmt.Sprintf("(%d more)", len(s)-n))
 	}
 	return s
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }
 
 // toolEnv is the tools' environment: the caller's, without the connection

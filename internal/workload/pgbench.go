@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // pgbench: progress lines (--progress=1) give the per-second series, the
@@ -309,7 +311,7 @@ func (p *pgbenchOut) check(exit error, tail string) error {
 	case p.aborted:
 		return exitError("pgbench", nil, p.errors, tail)
 	case !p.summary:
-		return fmt.Errorf("pgbench printed no summary (output cut short?): %s", lastLines(tail, 3))
+		return fmt.Errorf("pgbench printed no summary (output cut short?): %s", textio.LastLines(tail, 3))
 	case p.processed == 0:
 		return errors.New("pgbench processed no transaction")
 	case !(p.tps > 0):

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/dbhost/dbhost/internal/engine"
+
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // sysbench: --report-interval=1 lines give the per-second series,
@@ -295,7 +297,7 @@ func (p *sysbenchOut) check(exit error, tail string) error {
 	case len(p.fatal) > 0:
 		return exitError("sysbench", nil, p.fatal, tail)
 	case !p.summary || !p.complete || p.totalTime <= 0:
-		return fmt.Errorf("sysbench printed no summary (output cut short?): %s", lastLines(tail, 3))
+		return fmt.Errorf("sysbench printed no summary (output cut short?): %s", textio.LastLines(tail, 3))
 	case p.transactions == 0:
 		return errors.New("sysbench completed no transaction")
 	case !(p.tps > 0):

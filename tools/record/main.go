@@ -22,6 +22,7 @@ import (
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/cli"
+	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
@@ -215,7 +216,7 @@ type Run struct {
 
 // Sysctl sets a kernel parameter (restored afterwards).
 func (r *Run) Sysctl(name, value string) error {
-	return r.J.Set("/proc/sys/"+strings.ReplaceAll(name, ".", "/"), value)
+	return r.J.Set(host.SysctlPath(name), value)
 }
 
 // Set writes a /sys or /proc knob (restored afterwards).
