@@ -233,9 +233,9 @@ func roundPow2(n int) int {
 func netAtLeast(f *facts.Facts, name string, target int64, why string) []Result {
 	r := f.SysctlReading(name)
 	ev := EvReading(name, r)
-	v, why := r.Count()
-	if why != "" {
-		return []Result{UnknownR(SubjectHost, "cannot judge "+name+": "+why, ev)}
+	v, bad := r.Count()
+	if bad != "" {
+		return []Result{UnknownR(SubjectHost, "cannot judge "+name+": "+bad, ev)}
 	}
 	if v >= target {
 		return []Result{PassR(SubjectHost, fmt.Sprintf("%s is %d, at least %d.", name, v, target), ev)}

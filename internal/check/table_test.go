@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/check"
-	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fixture"
 	"github.com/dbhost/dbhost/internal/host"
@@ -177,15 +176,4 @@ func instance(f *facts.Facts, subject string) *facts.Instance {
 // setting sets an instance's effective setting.
 func setting(subject, name, value string) func(*facts.Facts) {
 	return func(f *facts.Facts) { instance(f, subject).Set(name, value, "live") }
-}
-
-// engineOf returns the first instance of an engine (for cases on a host
-// where only one runs).
-func engineOf(f *facts.Facts, e engine.Engine) *facts.Instance {
-	for _, in := range f.Instances {
-		if in.Engine == e {
-			return in
-		}
-	}
-	panic("no instance of " + string(e))
 }
