@@ -10,6 +10,7 @@ import (
 	"github.com/dbhost/dbhost/internal/contention"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
@@ -34,7 +35,7 @@ func runContention(ctx context.Context, env Env, args []string) int {
 		return ExitError
 	}
 	if *format != "text" && *format != "json" {
-		return fail(fmt.Errorf("unknown format %q (want text or json)", *format))
+		return fail(report.UnknownFormat(*format, "text", "json"))
 	}
 	if *interval < 100*time.Millisecond {
 		return fail(fmt.Errorf("--interval %s is too short (at least 100ms)", *interval))

@@ -13,6 +13,7 @@ import (
 	"github.com/dbhost/dbhost/internal/experiment"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/knob"
+	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/results"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
@@ -217,7 +218,7 @@ func runExperiment(ctx context.Context, env Env, args []string) int {
 	switch f.format {
 	case "text", "json", "markdown", "md":
 	default:
-		fmt.Fprintf(env.Stderr, "dbhost experiment: unknown format %q (text, json, markdown)\n", f.format)
+		fmt.Fprintln(env.Stderr, "dbhost experiment:", report.UnknownFormat(f.format, "text", "json", "markdown"))
 		return ExitError
 	}
 	p, err := f.plan(fs)

@@ -9,6 +9,7 @@ import (
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/mem"
+	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/termsafe"
 
 	_ "github.com/dbhost/dbhost/internal/engine/all" // detectors for instance grouping
@@ -35,7 +36,7 @@ func runMem(ctx context.Context, env Env, args []string) int {
 		return ExitError
 	}
 	if *format != "text" && *format != "json" {
-		return fail(fmt.Errorf("unknown format %q (text, json)", *format))
+		return fail(report.UnknownFormat(*format, "text", "json"))
 	}
 	switch *sortBy {
 	case "rss", "pss", "uss", "swap":

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dbhost/dbhost/internal/experiment"
+	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/results"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
@@ -194,7 +195,7 @@ func resultsShow(ctx context.Context, env Env, args []string) int {
 		return ExitOK
 	case "text":
 	default:
-		fmt.Fprintf(env.Stderr, "dbhost results show: unknown format %q (text, json, markdown)\n", *format)
+		fmt.Fprintln(env.Stderr, "dbhost results show:", report.UnknownFormat(*format, "text", "json", "markdown"))
 		return ExitError
 	}
 	experiment.WriteText(env.Stdout, sum)
@@ -331,7 +332,7 @@ func writeReport(ctx context.Context, st *results.Store, ref, path, format strin
 	switch format {
 	case "html", "markdown", "md", "json":
 	default:
-		return fmt.Errorf("unknown format %q (html, markdown, json)", format)
+		return report.UnknownFormat(format, "html", "markdown", "json")
 	}
 	return writeFileAtomic(path, 0o644, func(w io.Writer) error { return renderReport(w, s, format) })
 }
@@ -352,5 +353,5 @@ func renderReport(w io.Writer, s *experiment.Stored, format string) error {
 		return enc.Encode(showJSON{Summary: sum, Plan: s.Plan, Recheck: recheck, Created: s.Experiment.Created,
 			Finished: s.Experiment.Finished, Host: s.Experiment.Host, TrialLog: s.Trials})
 	}
-	return fmt.Errorf("unknown format %q (html, markdown, json)", format)
+	return report.UnknownFormat(format, "html", "markdown", "json")
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/safefile"
 )
 
@@ -63,5 +64,5 @@ func renderCatalog(w io.Writer, format string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown format %q (want text, json or markdown)", format)
+	return report.UnknownFormat(format, "text", "json", "markdown")
 }

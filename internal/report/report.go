@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/dbhost/dbhost/internal/check"
@@ -50,9 +51,19 @@ func Formats() []string {
 func Render(w io.Writer, format string, a *Audit, o Options) error {
 	r, ok := renderers[format]
 	if !ok {
-		return fmt.Errorf("unknown format %q (have %v)", format, Formats())
+		return UnknownFormat(format, Formats()...)
 	}
 	return r(w, a, o)
+}
+
+// UnknownFormat is the one error every command gives for a --format it
+// does not have: unknown format "yaml" (want text, json or markdown).
+func UnknownFormat(got string, have ...string) error {
+	want := strings.Join(have, ", ")
+	if n := len(have); n > 1 {
+		want = strings.Join(have[:n-1], ", ") + " or " + have[n-1]
+	}
+	return fmt.Errorf("unknown format %q (want %s)", got, want)
 }
 
 // Summary counts findings by status and, for failures, by severity.
