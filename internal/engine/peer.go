@@ -96,16 +96,17 @@ func (i *Instance) DialVerified(ctx context.Context, h *host.Host, socket string
 		c.Close()
 		return nil, fmt.Errorf("%s: cannot tell who listens on it: %w", socket, err)
 	}
-	if !i.isPID(h, pid) {
+	if !i.IsPID(h, pid) {
 		c.Close()
 		return nil, &WrongServerError{fmt.Sprintf("the socket %s is served by pid %d (uid %d), not the discovered pid %d; not connected", socket, pid, uid, i.PID)}
 	}
 	return c, nil
 }
 
-// isPID reports whether pid is the instance's process: its PID, or the PID
-// it has inside its own PID namespace.
-func (i *Instance) isPID(h *host.Host, pid int) bool {
+// IsPID reports whether pid is the instance's process: its PID, or the PID
+// it has inside its own PID namespace (what a containerised server reports
+// of itself).
+func (i *Instance) IsPID(h *host.Host, pid int) bool {
 	if pid == i.PID {
 		return true
 	}

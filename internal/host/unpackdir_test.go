@@ -105,20 +105,8 @@ func TestRejectedArchiveLeavesNothing(t *testing.T) {
 func TestRefusedArchiveFillsLittle(t *testing.T) {
 	privateTmp(t)
 	tmp := os.Getenv("TMPDIR")
-	fifo := filepath.Join(t.TempDir(), "feed")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	child := exec.Command(os.Args[0], "-test.run", "^TestUnpackChild$")
-	child.Env = append(os.Environ(), "DBHOST_UNPACK="+fifo)
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
+	child, w := unpackChild(t)
 	defer func() { child.Process.Kill(); child.Wait() }()
-	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer w.Close()
 	// A small pipe keeps the child close behind the feed: 4 KB of
 	// compressed zeros is about 4 MB of files.
@@ -146,6 +134,28 @@ func TestRefusedArchiveFillsLittle(t *testing.T) {
 	}
 }
 
+// unpackChild starts TestUnpackChild in a new process, reading its archive
+// from a FIFO, and returns the process and the FIFO's writing end.
+func unpackChild(t *testing.T) (*exec.Cmd, *os.File) {
+	t.Helper()
+	fifo := filepath.Join(t.TempDir(), "feed")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(os.Args[0], "-test.run", "^TestUnpackChild$")
+	child.Env = append(os.Environ(), "DBHOST_UNPACK="+fifo)
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		child.Process.Kill()
+		child.Wait()
+		t.Fatal(err)
+	}
+	return child, w
+}
+
 // TestUnpackChild unpacks the archive named by DBHOST_UNPACK (a FIFO the
 // parent feeds and then kills this process during). Nothing otherwise.
 func TestUnpackChild(t *testing.T) {
@@ -158,19 +168,7 @@ func TestUnpackChild(t *testing.T) {
 // directory behind; the next OpenSnapshot removes it.
 func TestKilledUnpackCleanedUp(t *testing.T) {
 	base := privateTmp(t)
-	fifo := filepath.Join(t.TempDir(), "feed")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	child := exec.Command(os.Args[0], "-test.run", "^TestUnpackChild$")
-	child.Env = append(os.Environ(), "DBHOST_UNPACK="+fifo)
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	child, w := unpackChild(t)
 	// Feed part of an archive, keep the pipe open, and wait until the
 	// child has unpacked some of it.
 	pr, pw := io.Pipe()
@@ -237,20 +235,8 @@ func TestUnpackBaseOfAnotherUser(t *testing.T) {
 func TestRefusedBeforeWriting(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	fifo := filepath.Join(t.TempDir(), "feed")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	child := exec.Command(os.Args[0], "-test.run", "^TestUnpackChild$")
-	child.Env = append(os.Environ(), "DBHOST_UNPACK="+fifo)
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
+	child, w := unpackChild(t)
 	defer func() { child.Process.Kill(); child.Wait() }()
-	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer w.Close()
 	pr, pw := io.Pipe()
 	go func() {

@@ -322,19 +322,7 @@ func samePID(h *host.Host, pid int, info map[string]string) bool {
 	if err != nil {
 		return false
 	}
-	if got == pid {
-		return true
-	}
-	st, err := h.Status(pid)
-	if err != nil {
-		return false
-	}
-	for _, n := range st.NSpids {
-		if int(n) == got {
-			return true
-		}
-	}
-	return false
+	return (&engine.Instance{PID: pid}).IsPID(h, got)
 }
 
 // candidates lists the addresses to ask the server on: its own listening
