@@ -2,12 +2,8 @@ package check
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/dbhost/dbhost/internal/engine"
-	"github.com/dbhost/dbhost/internal/engine/mysql"
-	"github.com/dbhost/dbhost/internal/engine/postgres"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 )
@@ -42,35 +38,12 @@ findings say so.`,
 // ctrMainCache returns an instance's main cache size, the setting that holds
 // it, and the value to propose for a limit.
 func ctrMainCache(in *facts.Instance, limit uint64) (size uint64, known bool, key, proposal string) {
-	switch in.Engine {
-	case engine.Postgres:
-		b, ok := postgres.Bytes(in.Instance, "shared_buffers")
-		return b, ok, "shared_buffers", fmt.Sprintf("%dMB", limit/4>>20)
-	case engine.MySQL:
-		b, ok := mysql.Bytes(in.Instance, "innodb_buffer_pool_size")
-		return b, ok, "innodb_buffer_pool_size", fmt.Sprintf("%dM", limit*6/10>>20)
-	case engine.Redis:
-		b, ok := ctrRedisMemory(in.SettingValue("maxmemory"))
-		return b, ok, "maxmemory", fmt.Sprintf("%dmb", limit/2>>20)
-	case engine.MongoDB:
-		v := in.SettingValue("storage.wiredTiger.engineConfig.cacheSizeGB")
-		if g, err := strconv.ParseFloat(v, 64); err == nil && g > 0 {
-			return uint64(g * (1 << 30)), true, "storage.wiredTiger.engineConfig.cacheSizeGB", ctrWTProposal(limit)
-		}
-		return 0, false, "storage.wiredTiger.engineConfig.cacheSizeGB", ctrWTProposal(limit)
-	}
-	return 0, false, "", ""
+	c := in.Profile().MainCache(in.Instance, limit)
+	return c.Bytes, c.Known, c.Key, c.Proposal
 }
 
 // ctrWTProposal mirrors WiredTiger's own default: 50% of (memory - 1 GB), at
 // least 0.25 GB.
-func ctrWTProposal(limit uint64) string {
-	g := (float64(limit)/(1<<30) - 1) / 2
-	if g < 0.25 {
-		g = 0.25
-	}
-	return strconv.FormatFloat(float64(int(g*100))/100, 'f', -1, 64)
-}
 
 func checkContainerLimits(f *facts.Facts) []Result {
 	var out []Result
@@ -139,21 +112,3 @@ func checkContainerLimits(f *facts.Facts) []Result {
 
 // ctrRedisMemory parses a Redis memory value the way Redis does: k, m, g are
 // powers of 1000, kb, mb, gb powers of 1024, a bare number is bytes.
-func ctrRedisMemory(v string) (uint64, bool) {
-	v = strings.ToLower(strings.Trim(strings.TrimSpace(v), `"'`))
-	mult := uint64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   uint64
-	}{{"gb", 1 << 30}, {"mb", 1 << 20}, {"kb", 1 << 10}, {"g", 1e9}, {"m", 1e6}, {"k", 1e3}, {"b", 1}} {
-		if n, ok := strings.CutSuffix(v, u.suffix); ok {
-			v, mult = n, u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return n * mult, true
-}

@@ -122,26 +122,8 @@ limit, fork() and pthread_create() fail and new connections are refused with
 
 // nofileNeed is what the engine itself needs as descriptors, with why.
 func nofileNeed(in *facts.Instance) (uint64, string, []Evidence) {
-	switch in.Engine {
-	case engine.MySQL:
-		mc, ok1 := instUint(in, "max_connections", 151)
-		toc, ok2 := instUint(in, "table_open_cache", 2000)
-		need := max(10+mc+2*toc, 5*mc)
-		ev := []Evidence{instUintEv(in, "max_connections", ok1, mc), instUintEv(in, "table_open_cache", ok2, toc)}
-		if s, ok := in.Setting("open_files_limit"); ok {
-			ev = append(ev, Ev("open_files_limit", s.Value, s.Source))
-		}
-		return need, fmt.Sprintf("MySQL needs max(10 + max_connections + 2 x table_open_cache, 5 x max_connections) = %d descriptors and lowers max_connections and table_open_cache to fit a smaller hard limit", need), ev
-	case engine.Redis:
-		mc, ok := instUint(in, "maxclients", 10000)
-		return mc + 32, fmt.Sprintf("Redis needs maxclients + 32 = %d descriptors and lowers maxclients to fit a smaller limit", mc+32), []Evidence{instUintEv(in, "maxclients", ok, mc)}
-	case engine.Postgres:
-		mf, ok := instUint(in, "max_files_per_process", 1000)
-		return 0, fmt.Sprintf("PostgreSQL keeps at most max_files_per_process (%d) files open per backend and fits that under the soft limit", mf), []Evidence{instUintEv(in, "max_files_per_process", ok, mf)}
-	case engine.MongoDB:
-		return 0, "MongoDB uses a descriptor per connection and per data file and warns at start-up below 64000", nil
-	}
-	return 0, "", nil
+	n := in.Profile().Descriptors(in.Instance)
+	return n.N, n.Why, needEv(n)
 }
 
 func checkNofile(f *facts.Facts) []Result {
@@ -457,30 +439,8 @@ func pgOOMFix(in *facts.Instance) *fix.Fix {
 
 // tasksNeed estimates the tasks an instance runs at max_connections.
 func tasksNeed(in *facts.Instance) (uint64, string, []Evidence) {
-	switch in.Engine {
-	case engine.Postgres:
-		mc, ok := instUint(in, "max_connections", 100)
-		av, _ := instUint(in, "autovacuum_max_workers", 3)
-		wp, _ := instUint(in, "max_worker_processes", 8)
-		ws, _ := instUint(in, "max_wal_senders", 10)
-		n := mc + av + wp + ws + 10
-		return n, fmt.Sprintf("one process per connection plus auxiliary processes: max_connections + autovacuum_max_workers + max_worker_processes + max_wal_senders + about 10 = %d", n), []Evidence{instUintEv(in, "max_connections", ok, mc)}
-	case engine.MySQL:
-		if strings.Contains(strings.ToLower(in.SettingValue("thread_handling")), "pool") {
-			return 0, "", nil // a thread pool does not need a thread per connection
-		}
-		mc, ok := instUint(in, "max_connections", 151)
-		n := mc + 64
-		return n, fmt.Sprintf("one thread per connection plus about 64 background threads: %d", n), []Evidence{instUintEv(in, "max_connections", ok, mc)}
-	case engine.MongoDB:
-		mc, ok := instUint(in, "net.maxIncomingConnections", 0)
-		if !ok || mc == 0 {
-			return 0, "", nil // default: as many as the limits allow
-		}
-		n := mc + 100
-		return n, fmt.Sprintf("one thread per connection plus about 100 internal threads: %d", n), []Evidence{instUintEv(in, "net.maxIncomingConnections", ok, mc)}
-	}
-	return 0, "", nil
+	n := in.Profile().Tasks(in.Instance)
+	return n.N, n.Why, needEv(n)
 }
 
 func checkTasksMax(f *facts.Facts) []Result {
@@ -538,22 +498,13 @@ func kernelTasksMax(f *facts.Facts) uint64 {
 
 // ---- helpers of the host-limits domain ----
 
-// instUint reads an integer setting of an instance, or def when it is not
-// known; ok says whether the setting was known.
-func instUint(in *facts.Instance, name string, def uint64) (uint64, bool) {
-	v := strings.Trim(strings.TrimSpace(in.SettingValue(name)), `'"`)
-	if n, err := strconv.ParseUint(v, 10, 64); err == nil {
-		return n, true
+// needEv is the evidence behind an engine's Need.
+func needEv(n engine.Need) []Evidence {
+	var ev []Evidence
+	for _, i := range n.Inputs {
+		ev = append(ev, Ev(i.Name, i.Value, i.Source))
 	}
-	return def, false
-}
-
-// instUintEv is the evidence for instUint's answer.
-func instUintEv(in *facts.Instance, name string, known bool, v uint64) Evidence {
-	if s, ok := in.Setting(name); ok && known {
-		return Ev(name, s.Value, s.Source)
-	}
-	return Ev(name, strconv.FormatUint(v, 10), "default (not found in the configuration)")
+	return ev
 }
 
 func limitEv(in *facts.Instance, item string, r host.Rlimit) Evidence {

@@ -197,29 +197,43 @@ func pendingHugeUsers(f *facts.Facts) []hugeUser {
 		if in.Mem.UsesHugetlb() {
 			continue
 		}
-		switch in.Engine {
-		case engine.Postgres:
-			mode, _ := pgHugeMode(in)
-			sb, _ := postgres.Bytes(in.Instance, "shared_buffers")
-			advised := mode == "off"
-			if advised && sb < pgLargeSharedBuffers {
-				continue
-			}
-			kb := pgPageKB(f, in)
-			if need, _, ok := pgHugeNeed(f, in, kb); ok {
-				out = append(out, hugeUser{in, kb, need, advised})
-			}
-		case engine.MySQL:
-			if on, _ := mysqlLargePages(in); !on {
-				continue
-			}
-			kb := f.Memory.DefaultHugePageKB()
-			if need, _, ok := mysqlNeed(in, kb); ok {
-				out = append(out, hugeUser{in, kb, need, false})
-			}
+		if u, ok := pgPendingHuge(f, in); ok {
+			out = append(out, u)
+		} else if u, ok := mysqlPendingHuge(f, in); ok {
+			out = append(out, u)
 		}
 	}
 	return out
+}
+
+// pgPendingHuge: a PostgreSQL that asks for huge pages (try or on), or
+// has large shared_buffers and huge_pages=off.
+func pgPendingHuge(f *facts.Facts, in *facts.Instance) (hugeUser, bool) {
+	if in.Engine != engine.Postgres {
+		return hugeUser{}, false
+	}
+	mode, _ := pgHugeMode(in)
+	sb, _ := postgres.Bytes(in.Instance, "shared_buffers")
+	advised := mode == "off"
+	if advised && sb < pgLargeSharedBuffers {
+		return hugeUser{}, false
+	}
+	kb := pgPageKB(f, in)
+	need, _, ok := pgHugeNeed(f, in, kb)
+	return hugeUser{in, kb, need, advised}, ok
+}
+
+// mysqlPendingHuge: a MySQL with large_pages on.
+func mysqlPendingHuge(f *facts.Facts, in *facts.Instance) (hugeUser, bool) {
+	if in.Engine != engine.MySQL {
+		return hugeUser{}, false
+	}
+	if on, _ := mysqlLargePages(in); !on {
+		return hugeUser{}, false
+	}
+	kb := f.Memory.DefaultHugePageKB()
+	need, _, ok := mysqlNeed(in, kb)
+	return hugeUser{in, kb, need, false}, ok
 }
 
 // poolTarget is the nr_hugepages that leaves every pending user of the pool

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
@@ -108,53 +107,17 @@ type thpNeed struct {
 	unknown      string
 }
 
-// legacyArch: MongoDB 8 keeps the legacy TCMalloc there.
-func mongoWantsTHP(f *facts.Facts, in *facts.Instance) bool {
-	arch := f.Manifest.Arch
-	return memVersionAtLeast(in, "8.0") && arch != "ppc64le" && arch != "s390x"
-}
-
-// redisDisablesTHP: Redis 7's disable-thp (default yes) turns THP off for
-// the server process with prctl(PR_SET_THP_DISABLE).
-func redisDisablesTHP(in *facts.Instance) bool {
-	v, set := in.Setting("disable-thp")
-	if set {
-		on, ok := memOnOff(v.Value)
-		return ok && on
-	}
-	return memVersionAtLeast(in, "7.0")
-}
-
 func thpNeeds(f *facts.Facts) []thpNeed {
 	var out []thpNeed
-	never := []string{"never"}
 	for _, in := range f.Instances {
-		n := thpNeed{in: in}
+		a := in.Profile().THP(in.Instance, f.Manifest.Arch)
 		desc := memInstDesc(in)
-		switch in.Engine {
-		case engine.MongoDB:
-			switch {
-			case in.Version == "":
-				n.unknown = "the version of " + desc + " is unknown, and MongoDB 8.0 reversed its THP advice"
-			case mongoWantsTHP(f, in):
-				n.enabled, n.defrag, n.ptesZero = []string{"always"}, []string{"defer+madvise"}, true
-				n.why = desc + " wants THP (enabled always, defrag defer+madvise, max_ptes_none 0) for its upgraded TCMalloc with per-CPU caches"
-			default:
-				n.enabled, n.defrag, n.ptesZero, n.onlyIfAlways = never, never, true, true
-				n.why = desc + " wants THP off (MongoDB before 8.0, or the legacy TCMalloc on this architecture): its sparse memory access suffers from huge page compaction and bloat"
-			}
-		case engine.Postgres, engine.MySQL:
-			n.enabled, n.defrag, n.ptesZero, n.onlyIfAlways = never, never, true, true
-			n.why = desc + " wants THP off: it gets no benefit from transparent huge pages and suffers compaction stalls and memory bloat (use explicit huge pages instead)"
-		case engine.Redis:
-			n.enabled = []string{"madvise", "never"}
-			n.why = desc + " wants THP not \"always\": with fork/copy-on-write for persistence each touched 2 MiB page is copied whole, causing latency spikes and memory growth"
-			if redisDisablesTHP(in) {
-				n.enabled = append(n.enabled, "always")
-				n.why = desc + " switches THP off for itself (disable-thp), so any mode suits it"
-			} else {
-				n.ptesZero, n.onlyIfAlways = true, true
-			}
+		n := thpNeed{in: in, enabled: a.Enabled, defrag: a.Defrag, ptesZero: a.PtesZero, onlyIfAlways: a.OnlyIfAlways}
+		switch {
+		case a.UnknownWhy != "":
+			n.unknown = "the version of " + desc + " is unknown, and " + a.UnknownWhy
+		case a.Why != "":
+			n.why = desc + " " + a.Why
 		default:
 			continue
 		}

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
@@ -126,11 +125,6 @@ func memNotPresent(r host.Reading) bool { return strings.Contains(r.Err, "not pr
 
 // memIsqrt is the integer square root.
 func memIsqrt(n uint64) uint64 { return uint64(math.Sqrt(float64(n))) }
-
-// memVersionAtLeast compares an instance's version; unknown versions are not.
-func memVersionAtLeast(in *facts.Instance, min string) bool {
-	return in.Version != "" && engine.VersionAtLeast(in.Version, min)
-}
 
 // memPoolName is "2 MiB" for a pool of 2048 kB.
 func memPoolName(kb int) string { return memHumanSize(uint64(kb) << 10) }

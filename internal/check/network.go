@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 )
@@ -123,41 +122,8 @@ by their own checks.`,
 // wantedBacklog is the backlog a server passes to listen(2), with how it
 // was derived.
 func wantedBacklog(in *facts.Instance) (int, string, []Evidence) {
-	switch in.Engine {
-	case engine.Postgres:
-		mc, ok := instUint(in, "max_connections", 100)
-		ev := []Evidence{instUintEv(in, "max_connections", ok, mc)}
-		if in.Major() >= 16 {
-			return int(2 * mc), fmt.Sprintf("PostgreSQL %s listens with 2 x max_connections = %d", in.Version, 2*mc), ev
-		}
-		av, ok1 := instUint(in, "autovacuum_max_workers", 3)
-		wp, ok2 := instUint(in, "max_worker_processes", 8)
-		ws, ok3 := instUint(in, "max_wal_senders", 10)
-		mb := mc + av + 1 + wp + ws
-		if in.Major() > 0 && in.Major() < 12 {
-			mb -= ws // max_wal_senders joined MaxBackends in PostgreSQL 12
-		}
-		ev = append(ev, instUintEv(in, "autovacuum_max_workers", ok1, av), instUintEv(in, "max_worker_processes", ok2, wp), instUintEv(in, "max_wal_senders", ok3, ws))
-		b := min(2*mb, 10000)
-		return int(b), fmt.Sprintf("PostgreSQL %s listens with min(2 x MaxBackends, 10000) = %d (MaxBackends = max_connections + autovacuum_max_workers + 1 + max_worker_processes + max_wal_senders = %d)", in.Version, b, mb), ev
-	case engine.MySQL:
-		if v, ok := instUint(in, "back_log", 0); ok {
-			return int(v), fmt.Sprintf("back_log is %d", v), []Evidence{instUintEv(in, "back_log", true, v)}
-		}
-		mc, ok := instUint(in, "max_connections", 151)
-		b := min(50+mc/5, 900)
-		return int(b), fmt.Sprintf("back_log is not set: the server sizes it as 50 + max_connections / 5 = %d", b), []Evidence{instUintEv(in, "max_connections", ok, mc)}
-	case engine.Redis:
-		v, ok := instUint(in, "tcp-backlog", 511)
-		return int(v), fmt.Sprintf("tcp-backlog is %d (Redis logs a warning at start-up when somaxconn is lower)", v), []Evidence{instUintEv(in, "tcp-backlog", ok, v)}
-	case engine.MongoDB:
-		v, ok := instUint(in, "net.listenBacklog", 0)
-		if !ok {
-			return 0, "net.listenBacklog is not set: mongod asks for SOMAXCONN, so the kernel's somaxconn decides", nil
-		}
-		return int(v), fmt.Sprintf("net.listenBacklog is %d", v), []Evidence{instUintEv(in, "net.listenBacklog", true, v)}
-	}
-	return 0, "", nil
+	n := in.Profile().Backlog(in.Instance)
+	return int(n.N), n.Why, needEv(n)
 }
 
 func checkSomaxconn(f *facts.Facts) []Result {
@@ -274,15 +240,8 @@ func checkKeepalive(f *facts.Facts) []Result {
 func keepaliveOverrides(f *facts.Facts) string {
 	var notes []string
 	for _, in := range f.Instances {
-		switch in.Engine {
-		case engine.Redis:
-			if v := in.SettingValue("tcp-keepalive"); v != "" {
-				notes = append(notes, fmt.Sprintf("%s sets tcp-keepalive %s s on its client sockets", in.Name(), v))
-			}
-		case engine.Postgres:
-			if v := in.SettingValue("tcp_keepalives_idle"); v != "" && v != "0" {
-				notes = append(notes, fmt.Sprintf("%s sets tcp_keepalives_idle %s on its client sockets", in.Name(), v))
-			}
+		if n := in.Profile().KeepaliveOverride(in.Instance); n != "" {
+			notes = append(notes, n)
 		}
 	}
 	if len(notes) == 0 {
@@ -472,23 +431,7 @@ func checkListenAll(f *facts.Facts) []Result {
 }
 
 // bindAdvice names the engine's setting for the listening address.
-func bindAdvice(in *facts.Instance) string {
-	switch in.Engine {
-	case engine.Postgres:
-		return "Set listen_addresses = 'localhost,<private address>' in postgresql.conf and restart PostgreSQL."
-	case engine.MySQL:
-		s := "Set bind-address = <private address> in the [mysqld] section and restart the server."
-		if in.MySQL != nil && in.MySQL.Galera {
-			s += " For Galera also set wsrep_node_address and wsrep_provider_options=\"gmcast.listen_addr=tcp://<private address>:4567\", and check the SST port 4444, which some SST methods open on 0.0.0.0 regardless."
-		}
-		return s
-	case engine.Redis:
-		return "Set bind 127.0.0.1 <private address> in redis.conf (CONFIG SET bind applies it at once) and keep protected-mode yes."
-	case engine.MongoDB:
-		return "Set net.bindIp: 127.0.0.1,<private address> in mongod.conf (not bindIpAll) and restart mongod."
-	}
-	return "Bind the server to its private address."
-}
+func bindAdvice(in *facts.Instance) string { return in.Profile().BindAdvice(in.Instance) }
 
 // netFix is sysctlFix for net.* parameters, which belong to a network
 // namespace: in a container they are set for the container, not the host.

@@ -205,15 +205,10 @@ func checkDBAsRoot(f *facts.Facts) []Result {
 			out = append(out, PassR(subj, fmt.Sprintf("The server runs as %s, not root.", hostOr(in.User, fmt.Sprint(in.UID))), ev...))
 			continue
 		}
-		user := secServiceUser(in.Engine)
+		user := secServiceUser(in)
 		why := fmt.Sprintf("%s runs as root: whoever gets control of the server gets the host.", limPidDesc(in))
-		switch in.Engine {
-		case engine.Redis:
-			why += " Redis can be told to write its dump file into any directory (CONFIG SET dir and dbfilename), for example an authorized_keys or cron file."
-		case engine.MySQL:
-			why += " mysqld reads and writes files with LOAD DATA and SELECT ... INTO OUTFILE with root's rights."
-		case engine.MongoDB:
-			why += " mongod then writes its files as root and any server-side flaw runs with root's rights."
+		if r := in.Profile().RootRisk(); r != "" {
+			why += " " + r
 		}
 		fx := &fix.Fix{Summary: "Run " + in.Name() + " as " + user}
 		manual := fmt.Sprintf("Stop the server, chown -R %s: the data directory%s, and start it as %s", user, secDirSuffix(in.DataDir), user)
@@ -237,16 +232,9 @@ func secDirSuffix(d string) string {
 }
 
 // secServiceUser is the account distributions create for an engine.
-func secServiceUser(e engine.Engine) string {
-	switch e {
-	case engine.Postgres:
-		return "postgres"
-	case engine.MySQL:
-		return "mysql"
-	case engine.MongoDB:
-		return "mongodb"
-	case engine.Redis:
-		return "redis"
+func secServiceUser(in *facts.Instance) string {
+	if a := in.Profile().ServiceAccounts(); len(a) > 0 {
+		return a[0]
 	}
-	return string(e)
+	return string(in.Engine)
 }

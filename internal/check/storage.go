@@ -454,26 +454,14 @@ type readAheadLimit struct {
 }
 
 // defaultReadAheadKB is the kernel's default read_ahead_kb.
-const defaultReadAheadKB = 128
-
-// mongoReadAheadKB is MongoDB's starting point for WiredTiger (32 sectors).
-const mongoReadAheadKB = 16
+const defaultReadAheadKB = engine.DefaultReadAheadKB
 
 func readAheadFor(in *facts.Instance) readAheadLimit {
-	switch in.Engine {
-	case engine.MongoDB:
-		return readAheadLimit{mongoReadAheadKB, in.Name(), "MongoDB's production notes start WiredTiger data devices at 16 KB (32 sectors) of read-ahead and raise it only when a test shows a benefit"}
-	case engine.Postgres:
-		return readAheadLimit{defaultReadAheadKB, in.Name(), "PostgreSQL reads 8 KB pages, mostly at random for index lookups; read-ahead above the kernel's 128 KB default fills the page cache with neighbouring data nobody asked for, evicting hot pages and spending device bandwidth"}
-	case engine.MySQL:
-		if fm := strings.ToUpper(in.SettingValue("innodb_flush_method")); strings.Contains(fm, "O_DIRECT") {
-			return readAheadLimit{0, in.Name(), "InnoDB uses innodb_flush_method=" + fm + " and reads its data files past the page cache, where read-ahead does not apply"}
-		}
-		return readAheadLimit{defaultReadAheadKB, in.Name(), "InnoDB reads 16 KB pages at random through the page cache (innodb_flush_method is not O_DIRECT) and does its own read-ahead; kernel read-ahead above the 128 KB default wastes cache and bandwidth"}
-	case engine.Redis:
-		return readAheadLimit{0, in.Name(), "Redis serves from memory and reads its RDB/AOF files sequentially at start-up, where read-ahead helps"}
+	r := in.Profile().ReadAhead(in.Instance)
+	if r.Why == "" {
+		return readAheadLimit{}
 	}
-	return readAheadLimit{}
+	return readAheadLimit{r.KB, in.Name(), r.Why}
 }
 
 func checkReadAhead(f *facts.Facts) []Result {

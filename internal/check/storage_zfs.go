@@ -154,30 +154,7 @@ func zfsSize(n int64) string {
 }
 
 // zfsPageSize is the engine's data page size in bytes.
-func zfsPageSize(in *facts.Instance) (int64, string) {
-	switch in.Engine {
-	case engine.Postgres:
-		if v, ok := in.Setting("block_size"); ok {
-			if n, err := strconv.ParseInt(v.Value, 10, 64); err == nil && n > 0 {
-				return n, "block_size"
-			}
-		}
-		return 8192, "PostgreSQL's 8 KB page"
-	case engine.MySQL:
-		if v, ok := in.Setting("innodb_page_size"); ok {
-			s := strings.ToUpper(strings.TrimSpace(v.Value))
-			mult := int64(1)
-			if strings.HasSuffix(s, "K") {
-				s, mult = strings.TrimSuffix(s, "K"), 1024
-			}
-			if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 {
-				return n * mult, "innodb_page_size"
-			}
-		}
-		return 16384, "InnoDB's 16 KB page"
-	}
-	return 0, ""
-}
+func zfsPageSize(in *facts.Instance) (int64, string) { return in.Profile().PageSize(in.Instance) }
 
 // logRecordsize is what sequentially written log datasets want.
 const logRecordsize = 128 << 10

@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/engine/mysql"
+	"github.com/dbhost/dbhost/internal/engine/postgres"
+	"github.com/dbhost/dbhost/internal/engine/redis"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
@@ -187,7 +190,7 @@ func TestPgbenchLive(t *testing.T) {
 
 	// Transactions from pg_stat_database.
 	sp := sampler(t, s.PID)
-	if src := sp.targets[0].q.source; src != pgXactSource {
+	if src := sp.targets[0].q.source; src != postgres.XactSource {
 		t.Fatalf("query source %q (err %v), want pg_stat_database", src, sp.targets[0].q.err)
 	}
 	r1, err := Measure(context.Background(), sp, 3*time.Second, c)
@@ -199,7 +202,7 @@ func TestPgbenchLive(t *testing.T) {
 	// Statements from pg_stat_statements, once the extension exists.
 	psql(t, s, "CREATE EXTENSION pg_stat_statements")
 	sp2 := sampler(t, s.PID)
-	if src := sp2.targets[0].q.source; src != pgStatementsSource {
+	if src := sp2.targets[0].q.source; src != postgres.StatementsSource {
 		t.Fatalf("query source %q (err %v note %q), want pg_stat_statements", src, sp2.targets[0].q.err, sp2.targets[0].q.note)
 	}
 	r2, err := Measure(context.Background(), sp2, 2*time.Second, c)
@@ -296,7 +299,7 @@ func TestMariaDBQuestions(t *testing.T) {
 	}
 	s := testdb.MariaDB(t, testdb.Options{})
 	sp := sampler(t, s.PID)
-	if q := sp.targets[0].q; q.err != nil || q.source != mysqlSource {
+	if q := sp.targets[0].q; q.err != nil || q.source != mysql.QuestionsSource {
 		t.Fatalf("query counter: source %q, error %v", q.source, q.err)
 	}
 	db := mariaDB(t, s)
@@ -328,7 +331,7 @@ func TestRedisCommands(t *testing.T) {
 	}
 	s := testdb.Redis(t, testdb.Options{})
 	sp := sampler(t, s.PID)
-	if q := sp.targets[0].q; q.err != nil || q.source != redisSource {
+	if q := sp.targets[0].q; q.err != nil || q.source != redis.CommandsSource {
 		t.Fatalf("query counter: source %q, error %v", q.source, q.err)
 	}
 	conn, err := net.Dial("unix", s.Socket)

@@ -149,25 +149,6 @@ type Detector interface {
 	Inspect(ctx context.Context, h *host.Host, p Process, t *Table, opts Options) (*Instance, error)
 }
 
-var (
-	detectorsMu sync.Mutex
-	detectors   []Detector
-)
-
-// Register adds a detector; engine subpackages call it from init.
-func Register(d Detector) {
-	detectorsMu.Lock()
-	defer detectorsMu.Unlock()
-	detectors = append(detectors, d)
-}
-
-// Detectors returns the registered detectors.
-func Detectors() []Detector {
-	detectorsMu.Lock()
-	defer detectorsMu.Unlock()
-	return append([]Detector(nil), detectors...)
-}
-
 // Discover finds every database instance on the host. Problems that stop one
 // instance from being described are returned as notes, not errors.
 func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Instance, []string) {
@@ -203,6 +184,9 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 		go func() {
 			defer wg.Done()
 			out[i], errs[i] = j.d.Inspect(ctx, h, j.p, t, opts)
+			if p, ok := j.d.(Profile); ok && out[i] != nil {
+				out[i].profile = p
+			}
 		}()
 	}
 	wg.Wait()

@@ -58,9 +58,10 @@ func TestReadTableSkipsVanishedProcesses(t *testing.T) {
 
 // vanishing matches "vanish" processes and fails as a process that exited
 // between the table read and its inspection does.
-type vanishing struct{}
+type vanishing struct{ Base }
 
 func (vanishing) Engine() Engine                 { return "test" }
+func (vanishing) Name() string                   { return "test" }
 func (vanishing) Match(p Process, _ *Table) bool { return p.Comm == "vanish" || p.Comm == "stays" }
 func (vanishing) Inspect(_ context.Context, h *host.Host, p Process, _ *Table, _ Options) (*Instance, error) {
 	if _, err := h.Cmdline(p.PID); err != nil && p.Comm == "vanish" {

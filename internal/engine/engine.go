@@ -27,23 +27,6 @@ const (
 // Engines lists all engines in display order.
 var Engines = []Engine{Postgres, MySQL, MongoDB, Redis}
 
-// aliases are the names every command accepts for an engine.
-var aliases = map[string]Engine{
-	"postgres": Postgres, "postgresql": Postgres, "pg": Postgres,
-	"mysql": MySQL, "mariadb": MySQL, "percona": MySQL,
-	"mongodb": MongoDB, "mongo": MongoDB, "mongod": MongoDB,
-	"redis": Redis, "valkey": Redis,
-}
-
-// Parse maps an engine's name or alias (any case) to the engine: the one
-// parser of --engine for every command.
-func Parse(s string) (Engine, error) {
-	if e, ok := aliases[strings.ToLower(strings.TrimSpace(s))]; ok {
-		return e, nil
-	}
-	return "", fmt.Errorf("unknown engine %q (want postgres, mysql, mongodb or redis, or an alias: pg, mariadb, percona, mongo, valkey)", s)
-}
-
 // Process is one entry of the host's process table.
 type Process struct {
 	PID  int    `json:"pid"`
@@ -151,6 +134,8 @@ type Instance struct {
 	MySQL    *MySQLInfo    `json:"mysql,omitempty"`
 	Mongo    *MongoInfo    `json:"mongodb,omitempty"`
 	Redis    *RedisInfo    `json:"redis,omitempty"`
+
+	profile Profile
 }
 
 // PostgresInfo holds PostgreSQL-only facts.

@@ -10,7 +10,7 @@ func TestParse(t *testing.T) {
 		"postgres": Postgres, "PostgreSQL": Postgres, "pg": Postgres,
 		"mysql": MySQL, "MariaDB": MySQL, "percona": MySQL,
 		"mongodb": MongoDB, "mongo": MongoDB, "mongod": MongoDB,
-		"redis": Redis, "valkey": Redis, " redis ": Redis,
+		"redis": Redis, " redis ": Redis,
 	} {
 		if got, err := Parse(in); err != nil || got != want {
 			t.Errorf("Parse(%q) = %q, %v; want %q", in, got, err, want)

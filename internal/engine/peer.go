@@ -14,16 +14,6 @@ import (
 	"github.com/dbhost/dbhost/internal/host"
 )
 
-// ServiceAccounts are the accounts packages run each engine's server as.
-// Only a server running as one of them, or as root, is sent a password:
-// anyone can start a process with a server's name, but not as these users.
-var ServiceAccounts = map[Engine][]string{
-	Postgres: {"postgres"},
-	MySQL:    {"mysql", "mariadb"},
-	Redis:    {"redis", "valkey"},
-	MongoDB:  {"mongodb", "mongod"},
-}
-
 // MayReceiveCredentials says why the instance must not be sent a password
 // from dbhost's credential sources (a DSN, ~/.pgpass, ~/.my.cnf), or "":
 // its process must run as root or as the engine's service account.
@@ -31,13 +21,12 @@ func (i *Instance) MayReceiveCredentials() string {
 	if i.UID == 0 {
 		return ""
 	}
-	for _, a := range ServiceAccounts[i.Engine] {
-		if i.User == a {
-			return ""
-		}
+	accounts := i.Profile().ServiceAccounts()
+	if contains(accounts, i.User) {
+		return ""
 	}
 	return fmt.Sprintf("the server runs as %s (uid %d), not root or %s: no password is sent to it",
-		orUID(i.User, i.UID), i.UID, strings.Join(ServiceAccounts[i.Engine], " or "))
+		orUID(i.User, i.UID), i.UID, strings.Join(accounts, " or "))
 }
 
 func orUID(user string, uid int) string {

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
 )
 
@@ -369,27 +368,7 @@ func findInstanceUnit(h *host.Host, in *Instance) *Unit {
 }
 
 // packagedUnits lists the unit names distributions ship for an engine.
-func packagedUnits(in *Instance) []string {
-	switch in.Engine {
-	case engine.Postgres:
-		var out []string
-		if in.Postgres != nil && in.Postgres.Cluster != "" {
-			// Debian: cluster 15/main runs as postgresql@15-main.service.
-			out = append(out, "postgresql@"+strings.Replace(in.Postgres.Cluster, "/", "-", 1)+".service")
-		}
-		if m := in.Major(); m > 0 {
-			out = append(out, "postgresql-"+strconv.Itoa(m)+".service") // PGDG RPMs
-		}
-		return append(out, "postgresql.service")
-	case engine.MySQL:
-		return []string{"mariadb.service", "mysql.service", "mysqld.service"}
-	case engine.Redis:
-		return []string{"redis-server.service", "redis.service", "valkey-server.service", "valkey.service"}
-	case engine.MongoDB:
-		return []string{"mongod.service", "mongodb.service"}
-	}
-	return nil
-}
+func packagedUnits(in *Instance) []string { return in.Profile().Units(in.Instance) }
 
 // installedFor decides whether a packaged unit, which the process does not
 // run under now, is the one that would start this instance. A private
@@ -403,21 +382,8 @@ func installedFor(u *Unit, in *Instance) bool {
 	if strings.HasSuffix(u.execStart, "/bin/true") {
 		return false
 	}
-	switch in.Engine {
-	case engine.Postgres:
-		if in.Postgres != nil && in.Postgres.Cluster != "" && strings.HasPrefix(u.Name, "postgresql@") {
-			return true
-		}
-		return u.Mentions(in.DataDir)
-	case engine.MySQL:
-		// The packaged unit starts mysqld with the default option files;
-		// a server started with its own (or none) is someone else's.
-		for _, a := range in.Cmdline {
-			if strings.HasPrefix(a, "--no-defaults") || strings.HasPrefix(a, "--defaults-file") {
-				return false
-			}
-		}
-		return true
+	if starts, decided := in.Profile().UnitStarts(in.Instance, u.Name, u.Mentions); decided {
+		return starts
 	}
 	for _, c := range in.ConfigFiles {
 		if u.Mentions(c) {

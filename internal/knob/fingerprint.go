@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
 )
@@ -102,15 +101,12 @@ func (a *Applier) Fingerprint(ctx context.Context, names []string) (Fingerprint,
 		fp["load.5"] = strconv.FormatFloat(la.Load5, 'f', 2, 64)
 		fp["load.15"] = strconv.FormatFloat(la.Load15, 'f', 2, 64)
 	}
-	switch a.t.Engine {
-	case engine.Postgres:
-		if a.t.PG != nil {
-			errs = append(errs, a.fingerprintPG(ctx, fp))
-		}
-	case engine.MySQL:
-		if a.t.MySQL != nil {
-			errs = append(errs, a.fingerprintMySQL(ctx, fp))
-		}
+	// The target holds a connection for its own engine only.
+	if a.t.PG != nil {
+		errs = append(errs, a.fingerprintPG(ctx, fp))
+	}
+	if a.t.MySQL != nil {
+		errs = append(errs, a.fingerprintMySQL(ctx, fp))
 	}
 	return fp, errors.Join(errs...)
 }

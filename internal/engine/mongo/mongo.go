@@ -21,7 +21,7 @@ import (
 
 func init() { engine.Register(detector{}) }
 
-type detector struct{}
+type detector struct{ engine.Base }
 
 func (detector) Engine() engine.Engine { return engine.MongoDB }
 

@@ -26,22 +26,22 @@ import (
 	"github.com/dbhost/dbhost/internal/host"
 )
 
-func init() { engine.Register(detector{}) }
+// Redis is the Redis product; forks register their own (engine/valkey).
+var Redis = Product{
+	Name: "redis", Flavor: "Redis", Comm: "redis-server", Accounts: []string{"redis"},
+	Units: []string{"redis-server.service", "redis.service"},
+	Confs: []string{"/etc/redis/redis.conf", "/etc/redis.conf"},
+}
 
-type detector struct{}
+func init() { engine.Register(NewProfile(Redis)) }
 
-// serverComms maps the server's command names to products.
-var serverComms = map[string]string{"redis-server": "Redis", "valkey-server": "Valkey"}
-
-func (detector) Engine() engine.Engine { return engine.Redis }
-
-// Match accepts redis-server and valkey-server processes, except a fork of
-// another one (a background save or AOF rewrite child).
-func (detector) Match(p engine.Process, t *engine.Table) bool {
-	if _, ok := serverComms[p.Comm]; !ok {
+// Match accepts the product's server processes, except a fork of another
+// one (a background save or AOF rewrite child).
+func (d detector) Match(p engine.Process, t *engine.Table) bool {
+	if p.Comm != d.p.Comm {
 		return false
 	}
-	if parent, ok := t.Get(p.PPID); ok && serverComms[parent.Comm] != "" {
+	if parent, ok := t.Get(p.PPID); ok && isServerComm(parent.Comm) {
 		return false
 	}
 	return true
@@ -85,172 +85,228 @@ func parseTitle(argv []string) (title, bool) {
 	return t, true
 }
 
+// inspection is the state of one Inspect: what the process, its files and
+// the server itself said so far.
+type inspection struct {
+	h    *host.Host
+	p    engine.Process
+	in   *engine.Instance
+	opts engine.Options
+
+	argv           []string
+	cmdErr, cwdErr error
+	cwd            string
+	t              title
+	rewritten      bool
+	cl             Cmdline
+	argsKnown      bool
+	confFile       string
+	conf           *Conf
+	lv             *live
+}
+
 // Inspect describes one server.
-func (detector) Inspect(ctx context.Context, h *host.Host, p engine.Process, _ *engine.Table, opts engine.Options) (*engine.Instance, error) {
-	in := &engine.Instance{
-		Engine: engine.Redis, Flavor: serverComms[p.Comm], PID: p.PID, Comm: p.Comm,
+func (d detector) Inspect(ctx context.Context, h *host.Host, p engine.Process, _ *engine.Table, opts engine.Options) (*engine.Instance, error) {
+	x := &inspection{h: h, p: p, opts: opts, in: &engine.Instance{
+		Engine: engine.Redis, Flavor: d.p.Flavor, PID: p.PID, Comm: p.Comm,
 		User: p.User, UID: p.UID, GID: p.GID, SettingsSource: "files",
 		Redis: &engine.RedisInfo{},
+	}}
+	if err := x.process(); err != nil {
+		return nil, err
 	}
-	argv, cmdErr := h.Cmdline(p.PID)
-	if cmdErr != nil && host.IsNotExist(cmdErr) {
-		return nil, cmdErr // exited while we looked
+	if x.sentinel() {
+		return nil, nil // a Sentinel holds no data
 	}
-	in.Cmdline = argv
+	x.readConf()
+	x.ask(ctx)
+	x.version(ctx)
+	x.settings()
+	x.paths()
+	return x.in, nil
+}
+
+// process reads the command line, binary and working directory.
+func (x *inspection) process() error {
+	in, h, p := x.in, x.h, x.p
+	x.argv, x.cmdErr = h.Cmdline(p.PID)
+	if x.cmdErr != nil && host.IsNotExist(x.cmdErr) {
+		return x.cmdErr // exited while we looked
+	}
+	in.Cmdline = x.argv
 	if exe, err := h.Exe(p.PID); err == nil {
 		in.Exe = exe
 	}
 	if strings.Contains(path.Base(in.Exe), "valkey") {
 		in.Flavor = "Valkey"
 	}
-	cwd, cwdErr := h.Readlink(fmt.Sprintf("/proc/%d/cwd", p.PID))
-	if cwdErr != nil {
-		cwd = ""
+	x.cwd, x.cwdErr = h.Readlink(fmt.Sprintf("/proc/%d/cwd", p.PID))
+	if x.cwdErr != nil {
+		x.cwd = ""
 	}
-
-	t, rewritten := parseTitle(argv)
-	var cl Cmdline
+	x.t, x.rewritten = parseTitle(x.argv)
 	optSource := "cmdline"
-	argsKnown := !rewritten && cmdErr == nil
-	if cmdErr != nil {
-		in.ConfigErrors = append(in.ConfigErrors, "cannot read the command line: "+host.Explain(cmdErr))
-	} else if !rewritten {
-		cl = ParseCmdline(argv)
+	x.argsKnown = !x.rewritten && x.cmdErr == nil
+	if x.cmdErr != nil {
+		in.ConfigErrors = append(in.ConfigErrors, "cannot read the command line: "+host.Explain(x.cmdErr))
+	} else if !x.rewritten {
+		x.cl = ParseCmdline(x.argv)
 	} else if uargv, file := unitExecStart(h, p.PID); uargv != nil {
-		cl = ParseCmdline(uargv)
+		x.cl = ParseCmdline(uargv)
 		optSource = "unit:" + file
-		argsKnown = true
+		x.argsKnown = true
 	}
-	if cl.Sentinel || t.mode == "sentinel" || strings.Contains(p.Comm, "sentinel") || strings.Contains(path.Base(in.Exe), "sentinel") {
-		return nil, nil // a Sentinel holds no data
+	for i := range x.cl.Options {
+		x.cl.Options[i].Source = optSource
 	}
-	for i := range cl.Options {
-		cl.Options[i].Source = optSource
-	}
+	return nil
+}
 
-	// The configuration as files and arguments describe it.
-	confFile := cl.ConfigFile
-	if confFile != "" && !path.IsAbs(confFile) {
-		if cwd == "" {
-			in.ConfigErrors = append(in.ConfigErrors, fmt.Sprintf("config file %s is relative and the server's working directory is unreadable (%s)", confFile, host.Explain(cwdErr)))
-		}
-		confFile = path.Join(cwd, confFile)
-	}
-	var conf *Conf
-	if confFile != "" {
-		conf = ParseConf(hostFS{h}, confFile, cwd)
-	}
+func (x *inspection) sentinel() bool {
+	return x.cl.Sentinel || x.t.mode == "sentinel" || strings.Contains(x.p.Comm, "sentinel") || strings.Contains(path.Base(x.in.Exe), "sentinel")
+}
 
-	// What the server itself says.
-	var lv *live
-	if !opts.NoConnect {
-		addrs := candidates(h, p.PID, t, conf, cl.Options)
-		if len(addrs) == 0 {
-			in.LiveErr = "no address to ask the server on (no TCP port or Unix socket known)"
-		} else if l, err := readLive(ctx, h, p.PID, addrs, opts.Timeout); err != nil {
-			in.LiveErr = host.Explain(err)
-		} else if !samePID(h, p.PID, l.Info) && !l.AuthRequired {
-			in.LiveErr = fmt.Sprintf("%s is served by process %s, not %d", l.Via, l.Info["process_id"], p.PID)
-		} else {
-			lv = l
+// readConf parses the configuration file the arguments name.
+func (x *inspection) readConf() {
+	x.confFile = x.cl.ConfigFile
+	if x.confFile != "" && !path.IsAbs(x.confFile) {
+		if x.cwd == "" {
+			x.in.ConfigErrors = append(x.in.ConfigErrors, fmt.Sprintf("config file %s is relative and the server's working directory is unreadable (%s)", x.confFile, host.Explain(x.cwdErr)))
 		}
-	} else {
+		x.confFile = path.Join(x.cwd, x.confFile)
+	}
+	if x.confFile != "" {
+		x.conf = ParseConf(hostFS{x.h}, x.confFile, x.cwd)
+	}
+}
+
+// ask asks the server itself, over an address verified to be its own.
+func (x *inspection) ask(ctx context.Context) {
+	in, p := x.in, x.p
+	if x.opts.NoConnect {
 		in.LiveErr = "live connections disabled"
+		return
 	}
-	if lv != nil && lv.Info != nil {
-		if in.Version == "" {
-			if v := firstNonEmpty(lv.Info["valkey_version"], lv.Info["redis_version"]); v != "" {
-				in.Version, in.VersionSource = v, "live: INFO server"
-			}
-		}
-		if lv.Info["server_name"] == "valkey" || lv.Info["valkey_version"] != "" {
-			in.Flavor = "Valkey"
-		}
-		if rewritten && confFile == "" && lv.Info["config_file"] != "" {
-			confFile = lv.Info["config_file"]
-			conf = ParseConf(hostFS{h}, confFile, cwd)
-		}
+	addrs := candidates(x.h, p.PID, x.t, x.conf, x.cl.Options)
+	if len(addrs) == 0 {
+		in.LiveErr = "no address to ask the server on (no TCP port or Unix socket known)"
+	} else if l, err := readLive(ctx, x.h, p.PID, addrs, x.opts.Timeout); err != nil {
+		in.LiveErr = host.Explain(err)
+	} else if !samePID(x.h, p.PID, l.Info) && !l.AuthRequired {
+		in.LiveErr = fmt.Sprintf("%s is served by process %s, not %d", l.Via, l.Info["process_id"], p.PID)
+	} else {
+		x.lv = l
 	}
-	// The server said nothing: ask its binary, as the server's own user.
+	if x.lv == nil || x.lv.Info == nil {
+		return
+	}
+	info := x.lv.Info
+	if v := firstNonEmpty(info["valkey_version"], info["redis_version"]); v != "" && in.Version == "" {
+		in.Version, in.VersionSource = v, "live: INFO server"
+	}
+	if info["server_name"] == "valkey" || info["valkey_version"] != "" {
+		in.Flavor = "Valkey"
+	}
+	if x.rewritten && x.confFile == "" && info["config_file"] != "" {
+		x.confFile = info["config_file"]
+		x.conf = ParseConf(hostFS{x.h}, x.confFile, x.cwd)
+	}
+}
+
+// version asks the binary when the server said nothing, as the server's
+// own user.
+func (x *inspection) version(ctx context.Context) {
+	in := x.in
 	if in.Version == "" && in.Exe != "" {
-		readVersion(ctx, h, in, serverBinary(h, in.Exe, p.Comm), "")
+		readVersion(ctx, x.h, in, serverBinary(x.h, in.Exe, x.p.Comm), "")
 	}
 	if in.Version == "" && in.Exe == "" {
 		// The binary on PATH: a last resort when the running one is
 		// unknown (/proc/PID/exe needs root); it may be another version.
-		readVersion(ctx, h, in, p.Comm, " (on PATH)")
+		readVersion(ctx, x.h, in, x.p.Comm, " (on PATH)")
 	}
+}
 
-	configKnown := argsKnown || confFile != "" || (lv != nil && lv.Info != nil)
+// settings layers the effective settings: defaults, then files, then
+// arguments, then live; and decides whether clients must authenticate.
+func (x *inspection) settings() {
+	in := x.in
+	configKnown := x.argsKnown || x.confFile != "" || (x.lv != nil && x.lv.Info != nil)
 	if !configKnown {
-		if f, c := inferConf(h, in.Flavor, t.port, cwd); c != nil {
-			confFile, conf = f, c
+		if f, c := inferConf(x.h, in.Flavor, x.t.port, x.cwd); c != nil {
+			x.confFile, x.conf = f, c
 			configKnown = true
 			in.ConfigErrors = append(in.ConfigErrors, fmt.Sprintf("set-proc-title hid the command line and the server could not be asked; assumed %s because its port matches", f))
 		}
 	}
-
-	// Effective settings: defaults, then files, then arguments, then live.
 	defaults(in)
 	s := newSettings(in)
-	if conf != nil {
-		in.ConfigFiles = conf.Files
-		in.ConfigErrors = append(in.ConfigErrors, conf.Errors...)
-		for _, d := range conf.Directives {
+	if x.conf != nil {
+		in.ConfigFiles = x.conf.Files
+		in.ConfigErrors = append(in.ConfigErrors, x.conf.Errors...)
+		for _, d := range x.conf.Directives {
 			s.apply(d)
 		}
 	}
-	for _, d := range cl.Options {
+	for _, d := range x.cl.Options {
 		s.apply(d)
 	}
-	if cl.Stdin {
+	if x.cl.Stdin {
 		in.ConfigErrors = append(in.ConfigErrors, "configuration read from standard input: not visible to dbhost")
 	}
-	aclOK := readACLFile(h, in, s, cwd)
+	aclOK := readACLFile(x.h, in, s, x.cwd)
 
 	authed, authSrc := s.auth()
 	switch {
-	case !configKnown && cmdErr != nil:
-		in.Redis.ConfigErr = "the command line is unreadable (" + host.Explain(cmdErr) + ") and the server could not be asked (" + in.LiveErr + "): the config file is unknown"
+	case !configKnown && x.cmdErr != nil:
+		in.Redis.ConfigErr = "the command line is unreadable (" + host.Explain(x.cmdErr) + ") and the server could not be asked (" + in.LiveErr + "): the config file is unknown"
 	case !configKnown:
 		in.Redis.ConfigErr = "the command line was rewritten by set-proc-title and the server could not be asked (" + in.LiveErr + "): the config file is unknown"
-	case conf != nil && conf.Unreadable:
-		in.Redis.ConfigErr = "configuration files unreadable: " + strings.Join(conf.Errors, "; ")
+	case x.conf != nil && x.conf.Unreadable:
+		in.Redis.ConfigErr = "configuration files unreadable: " + strings.Join(x.conf.Errors, "; ")
 	case !aclOK:
 		in.Redis.ConfigErr = "ACL file unreadable"
 	default:
 		in.Redis.AuthConfigured, in.Redis.AuthSource = authed, authSrc
 	}
+	x.liveSettings()
+}
 
-	if lv != nil {
-		if lv.AuthRequired {
-			in.Redis.AuthConfigured, in.Redis.AuthSource = true, "live"
-			in.LiveErr = "the server requires authentication (" + lv.Via + "); settings from files"
-		} else {
-			in.Redis.AuthConfigured, in.Redis.AuthSource = false, "live"
-			in.Redis.ConfigErr = ""
-			in.LiveVia = lv.Via
-			if lv.Config != nil {
-				for k, v := range lv.Config {
-					in.Set(k, v, "live")
-				}
-				in.SettingsSource = "live"
-			} else {
-				in.LiveErr = "CONFIG GET refused (" + lv.ConfigErr + "); settings from files"
-			}
-		}
-	}
-
-	// Port, data directory and other paths.
+// liveSettings takes what the server said over what the files say.
+func (x *inspection) liveSettings() {
+	in, lv := x.in, x.lv
 	switch {
-	case lv != nil && lv.Config != nil:
+	case lv == nil:
+	case lv.AuthRequired:
+		in.Redis.AuthConfigured, in.Redis.AuthSource = true, "live"
+		in.LiveErr = "the server requires authentication (" + lv.Via + "); settings from files"
+	default:
+		in.Redis.AuthConfigured, in.Redis.AuthSource = false, "live"
+		in.Redis.ConfigErr = ""
+		in.LiveVia = lv.Via
+		if lv.Config == nil {
+			in.LiveErr = "CONFIG GET refused (" + lv.ConfigErr + "); settings from files"
+			return
+		}
+		for k, v := range lv.Config {
+			in.Set(k, v, "live")
+		}
+		in.SettingsSource = "live"
+	}
+}
+
+// paths sets the port, the data directory and the other paths.
+func (x *inspection) paths() {
+	in := x.in
+	switch {
+	case x.lv != nil && x.lv.Config != nil:
 		in.Port, _ = strconv.Atoi(in.SettingValue("port"))
-	case t.port > 0:
-		in.Port = t.port
+	case x.t.port > 0:
+		in.Port = x.t.port
 	default:
 		in.Port, _ = strconv.Atoi(in.SettingValue("port"))
 	}
-	in.DataDir = dataDir(in, cwd)
+	in.DataDir = dataDir(in, x.cwd)
 	in.Paths = map[string]string{}
 	if in.DataDir != "" {
 		in.Paths["data"] = in.DataDir
@@ -263,8 +319,7 @@ func (detector) Inspect(ctx context.Context, h *host.Host, p engine.Process, _ *
 			in.Paths["log"] = path.Dir(lf)
 		}
 	}
-	persistenceFiles(h, in)
-	return in, nil
+	persistenceFiles(x.h, in)
 }
 
 // hostFS reads configuration through the host model (redacted in
@@ -421,19 +476,13 @@ func firstNonEmpty(vs ...string) string {
 	return ""
 }
 
-// packagedConfs are the files distributions install, by product.
-var packagedConfs = map[string][]string{
-	"Redis":  {"/etc/redis/redis.conf", "/etc/redis.conf"},
-	"Valkey": {"/etc/valkey/valkey.conf", "/etc/valkey.conf"},
-}
-
 // inferConf accepts a packaged configuration file when nothing else names
 // one, but only if its port is the one the server reports in its title.
 func inferConf(h *host.Host, flavor string, port int, cwd string) (string, *Conf) {
 	if port == 0 {
 		return "", nil
 	}
-	for _, f := range packagedConfs[flavor] {
+	for _, f := range packagedConfs(flavor) {
 		if !h.Exists(f) {
 			continue
 		}
