@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
@@ -279,3 +280,12 @@ func UnknownR(subject, why string, ev ...Evidence) Result {
 
 // SubjectHost is the subject of host-wide checks.
 const SubjectHost = "host"
+
+// eachOf judges every instance of an engine with judge.
+func eachOf(f *facts.Facts, e engine.Engine, judge func(*facts.Facts, *facts.Instance) Result) []Result {
+	var out []Result
+	for _, in := range f.ByEngine(e) {
+		out = append(out, judge(f, in))
+	}
+	return out
+}

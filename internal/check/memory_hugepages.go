@@ -340,13 +340,7 @@ func pgMainSegment(in *facts.Instance) (facts.Segment, bool) {
 	return best, found
 }
 
-func checkHugePagesPostgres(f *facts.Facts) []Result {
-	var out []Result
-	for _, in := range f.ByEngine(engine.Postgres) {
-		out = append(out, judgePGHuge(f, in))
-	}
-	return out
-}
+func checkHugePagesPostgres(f *facts.Facts) []Result { return eachOf(f, engine.Postgres, judgePGHuge) }
 
 func judgePGHuge(f *facts.Facts, in *facts.Instance) Result {
 	subj := in.Name()

@@ -357,13 +357,7 @@ func dataMedia(f *facts.Facts, in *facts.Instance) (string, []Evidence) {
 	return "", nil
 }
 
-func checkFlushMethod(f *facts.Facts) []Result {
-	var out []Result
-	for _, in := range f.ByEngine(engine.MySQL) {
-		out = append(out, judgeFlushMethod(f, in))
-	}
-	return out
-}
+func checkFlushMethod(f *facts.Facts) []Result { return eachOf(f, engine.MySQL, judgeFlushMethod) }
 
 func judgeFlushMethod(f *facts.Facts, in *facts.Instance) Result {
 	subj := in.Name()

@@ -105,13 +105,7 @@ func glibcEvidence(f *facts.Facts) Evidence {
 	return EvReading("glibc", f.System.Glibc)
 }
 
-func checkPGCollation(f *facts.Facts) []Result {
-	var out []Result
-	for _, in := range f.ByEngine(engine.Postgres) {
-		out = append(out, judgeCollation(f, in))
-	}
-	return out
-}
+func checkPGCollation(f *facts.Facts) []Result { return eachOf(f, engine.Postgres, judgeCollation) }
 
 const glibcRisk = "glibc 2.28 changed the sort order of almost every locale; text indexes built before an upgrade across it (or copied by pg_upgrade or a physical replica from an older host) return wrong results and let duplicates past unique constraints until they are rebuilt"
 
@@ -268,13 +262,7 @@ func configErrorsFix(in *facts.Instance, errs []string) *fix.Fix {
 
 // ---- pg.settings_source ----
 
-func checkPGSettingsSource(f *facts.Facts) []Result {
-	var out []Result
-	for _, in := range f.ByEngine(engine.Postgres) {
-		out = append(out, judgeSettingsSource(f, in))
-	}
-	return out
-}
+func checkPGSettingsSource(f *facts.Facts) []Result { return eachOf(f, engine.Postgres, judgeSettingsSource) }
 
 func judgeSettingsSource(f *facts.Facts, in *facts.Instance) Result {
 	subject := in.Name()
