@@ -701,15 +701,7 @@ func firstDecisive(p *Plan, treatments, clients int) int {
 // stop the experiment in the middle; a preset's arm is left out instead,
 // with a note, and a user's arm is refused now, before any trial.
 func (r *run) probeHugePages(ctx context.Context) error {
-	p := r.plan
-	want := map[string]int{}
-	for _, a := range p.Arms {
-		for _, s := range a.Set {
-			if n, err := strconv.Atoi(s.Value); err == nil && strings.HasPrefix(s.Name, "hugepages.") && n > want[s.Name] {
-				want[s.Name] = n
-			}
-		}
-	}
+	want := wantedHugePages(r.plan.Arms)
 	if len(want) == 0 {
 		return nil
 	}
@@ -733,25 +725,49 @@ func (r *run) probeHugePages(ctx context.Context) error {
 		if err == nil {
 			continue
 		}
-		if p.Preset == "" {
+		if r.plan.Preset == "" {
 			return fmt.Errorf("%s=%d cannot be reserved on this host now (%v); reserve them at boot (kernel command line) or ask for fewer", name, want[name], err)
 		}
-		var kept []Arm
-		for _, a := range p.Arms {
-			if slices.ContainsFunc(a.Set, func(s knob.Setting) bool {
-				n, _ := strconv.Atoi(s.Value)
-				return s.Name == name && n > 0 && !slices.Contains(a.Filled, name)
-			}) {
-				r.note("arm %s left out: its huge pages cannot be reserved at run time on this host now: %v", a.Name, err)
-				continue
-			}
-			kept = append(kept, a)
+		if err := r.leaveOutHugePageArms(name, want[name], err); err != nil {
+			return err
 		}
-		if len(kept) < 2 {
-			return fmt.Errorf("%s=%d cannot be reserved on this host now: %w", name, want[name], err)
-		}
-		p.Arms = kept
 	}
+	return nil
+}
+
+// wantedHugePages is the largest pool of each huge page size an arm asks
+// for.
+func wantedHugePages(arms []Arm) map[string]int {
+	want := map[string]int{}
+	for _, a := range arms {
+		for _, s := range a.Set {
+			if n, err := strconv.Atoi(s.Value); err == nil && strings.HasPrefix(s.Name, "hugepages.") && n > want[s.Name] {
+				want[s.Name] = n
+			}
+		}
+	}
+	return want
+}
+
+// leaveOutHugePageArms drops, with a note, the preset's arms that ask for
+// pages of the pool name that could not be reserved (why); an experiment
+// needs two arms left.
+func (r *run) leaveOutHugePageArms(name string, n int, why error) error {
+	var kept []Arm
+	for _, a := range r.plan.Arms {
+		if slices.ContainsFunc(a.Set, func(s knob.Setting) bool {
+			n, _ := strconv.Atoi(s.Value)
+			return s.Name == name && n > 0 && !slices.Contains(a.Filled, name)
+		}) {
+			r.note("arm %s left out: its huge pages cannot be reserved at run time on this host now: %v", a.Name, why)
+			continue
+		}
+		kept = append(kept, a)
+	}
+	if len(kept) < 2 {
+		return fmt.Errorf("%s=%d cannot be reserved on this host now: %w", name, n, why)
+	}
+	r.plan.Arms = kept
 	return nil
 }
 
