@@ -61,30 +61,9 @@ func Compare(a, b *Stored) (*Compared, error) {
 			if !slices.Contains(b.Plan.Workload.Clients, cl) {
 				continue
 			}
-			jd := &judge{plan: pa}
-			xa, xb := jd.samples(a.Trials, ia, cl), jd.samples(b.Trials, ib, cl)
-			ac := ArmComparison{Arm: arm.Name, Clients: cl, Knobs: [2][]string{arm.Knobs(), b.Plan.Arms[ib].Knobs()},
-				N: [2]int{len(xa), len(xb)}}
-			if len(xa) > 0 {
-				ac.Median[0] = stats.Median(xa)
-			}
-			if len(xb) > 0 {
-				ac.Median[1] = stats.Median(xb)
-			}
-			if !slices.Equal(ac.Knobs[0], ac.Knobs[1]) {
-				ac.Note = "the arm's settings differ between the experiments"
-			}
-			if n := min(len(xa), len(xb)); n >= stats.MinPerArm {
-				sp := pa.statsPlan(min(max(len(xa), len(xb)), stats.MaxExactPerArm), 1)
-				sp.Equivalence = float64(a.Plan.Protocol.Equivalence)
-				sp.FirstLook = sp.MaxPerArm
-				d, err := sp.Decide(xa, xb, 1)
-				if err != nil {
-					return nil, fmt.Errorf("arm %s: %w", arm.Name, err)
-				}
-				ac.Decision = &d
-			} else {
-				ac.Note = strings.TrimPrefix(ac.Note+"; fewer than 4 counting trials on a side: no test", "; ")
+			ac, err := compareArm(pa, a, b, ia, ib, cl)
+			if err != nil {
+				return nil, err
 			}
 			c.Arms = append(c.Arms, ac)
 		}
@@ -93,6 +72,38 @@ func Compare(a, b *Stored) (*Compared, error) {
 		c.Notes = append(c.Notes, "no arm name and client count in common")
 	}
 	return c, nil
+}
+
+// compareArm judges arm ib of b against arm ia of a at cl clients; pa
+// holds the metric.
+func compareArm(pa *Plan, a, b *Stored, ia, ib, cl int) (ArmComparison, error) {
+	arm := a.Plan.Arms[ia]
+	jd := &judge{plan: pa}
+	xa, xb := jd.samples(a.Trials, ia, cl), jd.samples(b.Trials, ib, cl)
+	ac := ArmComparison{Arm: arm.Name, Clients: cl, Knobs: [2][]string{arm.Knobs(), b.Plan.Arms[ib].Knobs()},
+		N: [2]int{len(xa), len(xb)}}
+	if len(xa) > 0 {
+		ac.Median[0] = stats.Median(xa)
+	}
+	if len(xb) > 0 {
+		ac.Median[1] = stats.Median(xb)
+	}
+	if !slices.Equal(ac.Knobs[0], ac.Knobs[1]) {
+		ac.Note = "the arm's settings differ between the experiments"
+	}
+	if n := min(len(xa), len(xb)); n >= stats.MinPerArm {
+		sp := pa.statsPlan(min(max(len(xa), len(xb)), stats.MaxExactPerArm), 1)
+		sp.Equivalence = float64(a.Plan.Protocol.Equivalence)
+		sp.FirstLook = sp.MaxPerArm
+		d, err := sp.Decide(xa, xb, 1)
+		if err != nil {
+			return ac, fmt.Errorf("arm %s: %w", arm.Name, err)
+		}
+		ac.Decision = &d
+	} else {
+		ac.Note = strings.TrimPrefix(ac.Note+"; fewer than 4 counting trials on a side: no test", "; ")
+	}
+	return ac, nil
 }
 
 // WriteComparison prints a comparison for people.

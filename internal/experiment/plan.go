@@ -286,6 +286,24 @@ func (p *Plan) Validate() error {
 	if p.Target.PG != "" && p.Target.MySQL != "" {
 		return errors.New("plan: give --pg or --mysql, not both")
 	}
+	if err := p.validateArms(); err != nil {
+		return err
+	}
+	if err := p.Workload.validate(); err != nil {
+		return err
+	}
+	if err := p.Protocol.validate(); err != nil {
+		return err
+	}
+	if p.Target.DataFraction < 0 || p.Target.DataFraction > 4 {
+		return fmt.Errorf("plan: data fraction %g", p.Target.DataFraction)
+	}
+	return nil
+}
+
+// validateArms checks the preset and the arms: distinct names, each knob
+// set once, something set at all.
+func (p *Plan) validateArms() error {
 	if p.Preset != "" {
 		if _, ok := presets[p.Preset]; !ok {
 			return fmt.Errorf("plan: unknown preset %q (%s)", p.Preset, strings.Join(PresetNames(), ", "))
@@ -318,7 +336,10 @@ func (p *Plan) Validate() error {
 	if len(p.Arms) > 0 && sets == 0 {
 		return errors.New("plan: no arm sets anything: every arm would run the same host")
 	}
-	w := p.Workload
+	return nil
+}
+
+func (w Workload) validate() error {
 	switch w.Kind {
 	case "", string(workload.PGBench), string(workload.Sysbench), string(workload.SQL):
 	default:
@@ -335,7 +356,10 @@ func (p *Plan) Validate() error {
 	if w.Warmup < 0 {
 		return errors.New("plan: negative warm-up")
 	}
-	pr := p.Protocol
+	return nil
+}
+
+func (pr Protocol) validate() error {
 	switch {
 	case pr.Trials < 0 || pr.Time < 0 || pr.Calibrate < 0:
 		return errors.New("plan: negative budget")
@@ -349,8 +373,6 @@ func (p *Plan) Validate() error {
 		return fmt.Errorf("plan: equivalence %g not in [0, 0.5)", float64(pr.Equivalence))
 	case pr.Metric != "" && !slices.Contains(Metrics, pr.Metric):
 		return fmt.Errorf("plan: metric %q (%s)", pr.Metric, strings.Join(Metrics, ", "))
-	case p.Target.DataFraction < 0 || p.Target.DataFraction > 4:
-		return fmt.Errorf("plan: data fraction %g", p.Target.DataFraction)
 	}
 	return nil
 }
@@ -358,35 +380,7 @@ func (p *Plan) Validate() error {
 // withDefaults fills what the user left out (after the preset); presets
 // have shorter trials and a time budget.
 func (p *Plan) withDefaults(f Facts) {
-	engineName := f.Engine
-	w := &p.Workload
-	if w.Kind == "" {
-		w.Kind = string(workload.PGBench)
-		if engineName == "mysql" {
-			w.Kind = string(workload.Sysbench)
-			if w.Script == "" {
-				w.Script = "oltp_read_only"
-			}
-		}
-	}
-	if len(w.Clients) == 0 {
-		w.Clients = IntList{defaultClients(f.CPUs)}
-	}
-	if w.Duration == 0 {
-		w.Duration = Duration(DefaultDuration)
-		if p.Preset != "" {
-			w.Duration = Duration(PresetDuration)
-		}
-	}
-	if w.Warmup == 0 {
-		w.Warmup = Duration(DefaultWarmup)
-		if p.Preset != "" {
-			w.Warmup = Duration(PresetWarmup)
-		}
-	}
-	if w.Kind == string(workload.PGBench) && w.Scale == 0 && !p.Target.Embedded() {
-		w.Scale = DefaultScale
-	}
+	p.Workload.withDefaults(f, p.Preset != "", p.Target.Embedded())
 	if p.Target.DataFraction == 0 {
 		p.Target.DataFraction = DefaultDataFraction
 	}
@@ -412,6 +406,38 @@ func (p *Plan) withDefaults(f Facts) {
 			}
 			p.Name = strings.Join(names, " vs ")
 		}
+	}
+}
+
+// withDefaults fills the workload: the engine's benchmark, clients for
+// the host's cores, trial times (shorter for a preset).
+func (w *Workload) withDefaults(f Facts, preset, embedded bool) {
+	if w.Kind == "" {
+		w.Kind = string(workload.PGBench)
+		if f.Engine == "mysql" {
+			w.Kind = string(workload.Sysbench)
+			if w.Script == "" {
+				w.Script = "oltp_read_only"
+			}
+		}
+	}
+	if len(w.Clients) == 0 {
+		w.Clients = IntList{defaultClients(f.CPUs)}
+	}
+	if w.Duration == 0 {
+		w.Duration = Duration(DefaultDuration)
+		if preset {
+			w.Duration = Duration(PresetDuration)
+		}
+	}
+	if w.Warmup == 0 {
+		w.Warmup = Duration(DefaultWarmup)
+		if preset {
+			w.Warmup = Duration(PresetWarmup)
+		}
+	}
+	if w.Kind == string(workload.PGBench) && w.Scale == 0 && !embedded {
+		w.Scale = DefaultScale
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -58,31 +57,68 @@ type applier interface {
 	Interval(fp knob.Fingerprint, start knob.CPUTimes) error
 }
 
+// run is one experiment in progress. Its state is grouped by concern so
+// that each step reads what it needs: the plan and options, the database
+// and its knobs, what undoes the changes, the protocol's progress, the
+// measurements, and what is printed.
 type run struct {
 	plan  *Plan
 	opts  Options
-	h     *host.Host
-	j     *journal.Journal
 	facts Facts
-	srv   *server
-	ap    applier
-	names []string
+	start time.Time
 
-	exp         *results.Experiment
+	db    dbTarget
+	undo  recovery
+	proto protocol
+	meas  measurements
+	out   output
+}
+
+// dbTarget is the database under test and how its knobs are set.
+type dbTarget struct {
+	srv *server
+	ap  applier
+	// names are the knobs some arm sets, in the order first named.
+	names []string
+}
+
+// recovery is what puts the host back: the journal every change goes to
+// first, and the journaled scratch directory of the tools.
+type recovery struct {
+	j    *journal.Journal
+	work string
+}
+
+// protocol is the state of the sequential design: the budget, the order
+// of trials, the looks and where the blocks have got to.
+type protocol struct {
 	perArm      int
 	jd          *judge
 	sched       *Schedule
-	trials      []results.Trial
-	seq, block  int
-	first       map[int]knob.Fingerprint
-	restartAll  bool
-	failures    int
+	block       int
 	calibration *stats.Calibration
-	notes       []string
-	work        string // journaled scratch directory for the tools
-	bar         *progress
-	start       time.Time
-	planned     int
+}
+
+// measurements are the stored experiment and its trials so far.
+type measurements struct {
+	exp    *results.Experiment
+	trials []results.Trial
+	seq    int
+	// first holds each arm's first complete fingerprint: later trials of
+	// the arm that differ from it are excluded as drift.
+	first map[int]knob.Fingerprint
+	// restartAll: an arm needed a restart, so every trial restarts.
+	restartAll bool
+	// failures counts failed trials in a row.
+	failures int
+}
+
+// output is what the run prints: the progress bar and the notes that
+// also go into the summary.
+type output struct {
+	bar     *progress
+	notes   []string
+	planned int // trials the progress bar aims at
 }
 
 // Run carries out the plan and returns its summary. Whatever happens —
@@ -95,48 +131,30 @@ func Run(ctx context.Context, p *Plan, o Options) (sum *Summary, err error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if o.Log == nil {
-		o.Log = io.Discard
-	}
-	if o.Journal == "" {
-		o.Journal = DefaultJournal
-	}
-	if o.Host == nil || o.Store == nil {
-		return nil, errors.New("experiment: no host or results store")
-	}
-	if os.Geteuid() != 0 {
-		return nil, errors.New("experiment: changes kernel and database settings and starts servers: run as root (sudo)")
+	if err := o.complete(); err != nil {
+		return nil, err
 	}
 	unlock, err := lockRun(o.Journal)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	left, _ := pendingChanges(o.Journal)
-	if len(left) > 0 {
-		fmt.Fprintf(o.Log, "restoring %d change(s) an interrupted experiment left in %s first\n", len(left), o.Journal)
-	}
-	j, err := journal.Open(o.Journal) // restores leftovers
+	j, err := openJournal(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	if len(left) > 0 {
-		if ids, err := o.Store.MarkInterrupted(ctx, "killed; restored by the next experiment"); err == nil && len(ids) > 0 {
-			fmt.Fprintf(o.Log, "marked interrupted: %s\n", strings.Join(ids, ", "))
-		}
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &run{plan: p, opts: o, h: o.Host, j: j, first: map[int]knob.Fingerprint{}, start: time.Now()}
-	r.bar = newProgress(o.Log, o.Bar)
+	r := &run{plan: p, opts: o, start: time.Now(), undo: recovery{j: j},
+		meas: measurements{first: map[int]knob.Fingerprint{}}, out: output{bar: newProgress(o.Log, o.Bar)}}
 	restored := make(chan struct{})
-	stopSignals := watchSignals(j, cancel, restored, r.bar)
+	stopSignals := watchSignals(j, cancel, restored, r.out.bar)
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("panic: %v", v)
 			fmt.Fprintf(o.Log, "experiment: panic: %v\n%s\n", v, debug.Stack())
 		}
-		r.bar.clear()
+		r.out.bar.clear()
 		if ctx.Err() != nil && err != nil {
 			err = fmt.Errorf("%w: %v", ErrInterrupted, err)
 		}
@@ -151,55 +169,107 @@ func Run(ctx context.Context, p *Plan, o Options) (sum *Summary, err error) {
 	return nil, r.execute(ctx)
 }
 
+// complete fills the defaults and refuses options a run cannot start with.
+func (o *Options) complete() error {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Journal == "" {
+		o.Journal = DefaultJournal
+	}
+	if o.Host == nil || o.Store == nil {
+		return errors.New("experiment: no host or results store")
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("experiment: changes kernel and database settings and starts servers: run as root (sudo)")
+	}
+	return nil
+}
+
+// openJournal opens the run's journal. Changes an interrupted experiment
+// left in it are restored first, and the experiments still marked
+// running are marked interrupted.
+func openJournal(ctx context.Context, o Options) (*journal.Journal, error) {
+	left, _ := pendingChanges(o.Journal)
+	if len(left) > 0 {
+		fmt.Fprintf(o.Log, "restoring %d change(s) an interrupted experiment left in %s first\n", len(left), o.Journal)
+	}
+	j, err := journal.Open(o.Journal) // restores leftovers
+	if err != nil {
+		return nil, err
+	}
+	if len(left) > 0 {
+		if ids, err := o.Store.MarkInterrupted(ctx, "killed; restored by the next experiment"); err == nil && len(ids) > 0 {
+			fmt.Fprintf(o.Log, "marked interrupted: %s\n", strings.Join(ids, ", "))
+		}
+	}
+	return j, nil
+}
+
 // restore undoes every journaled change, newest first. The throwaway
 // cluster is removed first: its parameter changes need no undo then, and
 // the huge pages it held are free before their pools shrink back.
 func (r *run) restore() error {
 	var errs []error
-	if r.srv != nil && r.srv.cluster != nil {
-		fmt.Fprintf(r.opts.Log, "removing the throwaway cluster %s\n", r.srv.cluster.Dir)
-		errs = append(errs, r.srv.cluster.Remove(context.Background()))
+	if srv := r.db.srv; srv != nil && srv.cluster != nil {
+		fmt.Fprintf(r.opts.Log, "removing the throwaway cluster %s\n", srv.cluster.Dir)
+		errs = append(errs, srv.cluster.Remove(context.Background()))
 	}
-	if n := len(r.j.Changes()); n > 0 {
+	if n := len(r.undo.j.Changes()); n > 0 {
 		fmt.Fprintf(r.opts.Log, "restoring the host: undoing %d journaled change(s)\n", n)
-		errs = append(errs, r.j.Restore())
+		errs = append(errs, r.undo.j.Restore())
 	}
 	return errors.Join(errs...)
 }
 
+// note prints a line that the summary keeps too.
 func (r *run) note(format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
-	r.notes = append(r.notes, s)
-	r.bar.println(s)
+	r.out.notes = append(r.out.notes, s)
+	r.out.bar.println(s)
 }
 
 func (r *run) execute(ctx context.Context) error {
+	if err := r.openTarget(ctx); err != nil {
+		return err
+	}
+	if err := r.planTrials(ctx); err != nil {
+		return err
+	}
+	if err := r.create(ctx); err != nil {
+		return err
+	}
+	r.announce()
+	if err := r.prepare(ctx); err != nil {
+		return err
+	}
+	if r.plan.Protocol.Calibrate > 0 {
+		if err := r.calibrate(ctx); err != nil {
+			return err
+		}
+	}
+	return r.loop(ctx)
+}
+
+// openTarget reads the host, makes the scratch directory, starts or
+// reaches the database, completes the plan for it (preset, defaults) and
+// sets up the knob applier.
+func (r *run) openTarget(ctx context.Context) error {
 	p := r.plan
-	f, err := HostFacts(r.h)
+	f, err := HostFacts(r.opts.Host)
 	if err != nil {
 		return err
 	}
-	if r.work, err = newWorkDir(r.j); err != nil {
+	if r.undo.work, err = newWorkDir(r.undo.j); err != nil {
 		return fmt.Errorf("scratch directory: %w", err)
 	}
 	r.facts = f
-	if p.Target.Embedded() {
-		r.bar.println("creating a throwaway PostgreSQL cluster ...")
-		// Presets choose their client counts later; none goes beyond
-		// four per core (at most 64).
-		maxClients := max(min(64, max(4, 4*r.facts.CPUs)), defaultClients(r.facts.CPUs))
-		if len(p.Workload.Clients) > 0 {
-			maxClients = slices.Max(p.Workload.Clients)
-		}
-		r.srv, err = embeddedServer(ctx, r.j, p, &r.facts, maxClients)
-	} else {
-		r.srv, err = userServer(ctx, r.h, p, &r.facts)
-	}
-	if err != nil {
+	// Kept with an error too: restore removes a cluster made before it.
+	if r.db.srv, err = r.startServer(ctx); err != nil {
 		return err
 	}
-	p.Target.Where = r.srv.where
-	r.bar.println("target: " + r.srv.where)
+	p.Target.Where = r.db.srv.where
+	r.out.bar.println("target: " + r.db.srv.where)
 	if p.Preset != "" {
 		notes, err := applyPreset(p, r.facts)
 		if err != nil {
@@ -210,56 +280,75 @@ func (r *run) execute(ctx context.Context) error {
 		}
 	}
 	p.withDefaults(r.facts)
-	if p.Protocol.Restart && r.srv.kt.Restart == nil {
+	if p.Protocol.Restart && r.db.srv.kt.Restart == nil {
 		return errors.New("--restart: dbhost may not restart this server (give --allow-restart; it needs a systemd service)")
 	}
-	r.ap = knob.NewApplier(r.h, r.j, r.srv.kt)
+	r.db.ap = knob.NewApplier(r.opts.Host, r.undo.j, r.db.srv.kt)
+	return nil
+}
+
+// startServer creates the throwaway cluster, or reaches the user's server.
+func (r *run) startServer(ctx context.Context) (*server, error) {
+	p := r.plan
+	if !p.Target.Embedded() {
+		return userServer(ctx, r.opts.Host, p, &r.facts)
+	}
+	r.out.bar.println("creating a throwaway PostgreSQL cluster ...")
+	// Presets choose their client counts later; none goes beyond four
+	// per core (at most 64).
+	maxClients := max(min(64, max(4, 4*r.facts.CPUs)), defaultClients(r.facts.CPUs))
+	if len(p.Workload.Clients) > 0 {
+		maxClients = slices.Max(p.Workload.Clients)
+	}
+	return embeddedServer(ctx, r.undo.j, p, &r.facts, maxClients)
+}
+
+// planTrials gives every arm every knob, checks the arms before any
+// trial, and sets the budget, the order of trials and the looks.
+func (r *run) planTrials(ctx context.Context) error {
+	p := r.plan
 	if err := r.fillArms(ctx); err != nil {
 		return err
 	}
 	for _, a := range p.Arms {
-		if err := r.ap.Check(ctx, a.Set); err != nil {
+		if err := r.db.ap.Check(ctx, a.Set); err != nil {
 			return fmt.Errorf("arm %s: %w", a.Name, err)
 		}
 	}
 	if err := r.probeHugePages(ctx); err != nil {
 		return err
 	}
-	if r.perArm, err = p.budget(p.Protocol.Restart || r.needsRestart()); err != nil {
+	perArm, err := p.budget(p.Protocol.Restart || r.needsRestart())
+	if err != nil {
 		return err
 	}
-	p.Protocol.MaxPerArm = r.perArm
-	if need := firstDecisive(p, len(p.Arms)-1, len(p.Workload.Clients)); need > r.perArm {
+	r.proto.perArm = perArm
+	p.Protocol.MaxPerArm = perArm
+	if need := firstDecisive(p, len(p.Arms)-1, len(p.Workload.Clients)); need > perArm {
 		r.note("%d treatment arm(s) x %d client count(s) share alpha: no verdict is possible before %d trials per arm, and this budget gives %d",
-			len(p.Arms)-1, len(p.Workload.Clients), need, r.perArm)
-	} else if r.perArm < stats.WarnPerArm {
-		r.note("budget of %d trials per arm: a verdict needs at least %d and carries a warning under %d", r.perArm, stats.MinPerArm, stats.WarnPerArm)
+			len(p.Arms)-1, len(p.Workload.Clients), need, perArm)
+	} else if perArm < stats.WarnPerArm {
+		r.note("budget of %d trials per arm: a verdict needs at least %d and carries a warning under %d", perArm, stats.MinPerArm, stats.WarnPerArm)
 	}
 	if p.Protocol.Seed == 0 {
 		p.Protocol.Seed = newSeed()
 	}
-	r.sched = NewSchedule(p.Protocol.Seed)
-	if r.jd, err = newJudge(p, r.perArm); err != nil {
+	r.proto.sched = NewSchedule(p.Protocol.Seed)
+	if r.proto.jd, err = newJudge(p, perArm); err != nil {
 		return err
 	}
-	r.planned = r.perArm*len(p.Arms)*len(p.Workload.Clients) + p.Protocol.Calibrate
-	if err := r.create(ctx); err != nil {
-		return err
-	}
+	r.out.planned = perArm*len(p.Arms)*len(p.Workload.Clients) + p.Protocol.Calibrate
+	return nil
+}
+
+// announce prints the arms and the plan of the stored experiment.
+func (r *run) announce() {
+	p := r.plan
 	for _, a := range p.Arms {
-		r.bar.println(fmt.Sprintf("arm %-12s %s", a.Name, strings.Join(a.Knobs(), " ")))
+		r.out.bar.println(fmt.Sprintf("arm %-12s %s", a.Name, strings.Join(a.Knobs(), " ")))
 	}
-	r.bar.println(fmt.Sprintf("experiment %s: up to %d trials per arm%s, %s each (+%s warm-up), seed %d",
-		r.exp.ID, r.perArm, sweepNote(p), time.Duration(p.Workload.Duration), time.Duration(p.Workload.Warmup), p.Protocol.Seed))
-	if err := r.prepare(ctx); err != nil {
-		return err
-	}
-	if p.Protocol.Calibrate > 0 {
-		if err := r.calibrate(ctx); err != nil {
-			return err
-		}
-	}
-	return r.loop(ctx)
+	r.out.bar.println(fmt.Sprintf("experiment %s: up to %d trials per arm%s, %s each (+%s warm-up), seed %d",
+		r.meas.exp.ID, r.proto.perArm, sweepNote(p), time.Duration(p.Workload.Duration), time.Duration(p.Workload.Warmup), p.Protocol.Seed))
 }
 
 func sweepNote(p *Plan) string {
@@ -272,7 +361,7 @@ func sweepNote(p *Plan) string {
 // needsRestart guesses, for the time budget only, whether trials will
 // restart the server: huge pages and PostgreSQL page settings do.
 func (r *run) needsRestart() bool {
-	for _, n := range r.names {
+	for _, n := range r.db.names {
 		if strings.HasPrefix(n, "hugepages") || n == "pg.huge_pages" || n == "pg.shared_buffers" || n == "pg.huge_page_size" {
 			return true
 		}
@@ -285,16 +374,16 @@ func (r *run) needsRestart() bool {
 // before it.
 func (r *run) fillArms(ctx context.Context) error {
 	seen := map[string]bool{}
-	r.names = nil
+	r.db.names = nil
 	for _, a := range r.plan.Arms {
 		for _, s := range a.Set {
 			if !seen[s.Name] {
 				seen[s.Name] = true
-				r.names = append(r.names, s.Name)
+				r.db.names = append(r.db.names, s.Name)
 			}
 		}
 	}
-	cur, err := r.ap.Current(ctx, r.names)
+	cur, err := r.db.ap.Current(ctx, r.db.names)
 	if err != nil {
 		return fmt.Errorf("reading the knobs' current values: %w", err)
 	}
@@ -307,7 +396,7 @@ func (r *run) fillArms(ctx context.Context) error {
 		for _, s := range a.Set {
 			has[s.Name] = true
 		}
-		for _, n := range r.names {
+		for _, n := range r.db.names {
 			if has[n] {
 				continue
 			}
@@ -332,11 +421,11 @@ func (r *run) create(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.exp = &results.Experiment{Name: r.plan.Name, Created: r.start, Plan: planJSON, Host: hostJSON}
+	r.meas.exp = &results.Experiment{Name: r.plan.Name, Created: r.start, Plan: planJSON, Host: hostJSON}
 	for i, a := range r.plan.Arms {
-		r.exp.Arms = append(r.exp.Arms, results.Arm{Index: i, Name: a.Name, Knobs: a.Knobs()})
+		r.meas.exp.Arms = append(r.meas.exp.Arms, results.Arm{Index: i, Name: a.Name, Knobs: a.Knobs()})
 	}
-	return r.opts.Store.Create(ctx, r.exp)
+	return r.opts.Store.Create(ctx, r.meas.exp)
 }
 
 // prepare loads the benchmark data: on the throwaway cluster a data set of
@@ -346,31 +435,31 @@ func (r *run) prepare(ctx context.Context) error {
 	if p.Workload.NoPrepare {
 		return nil
 	}
-	c := r.srv.cluster
+	c := r.db.srv.cluster
 	if c != nil && p.Workload.Kind == string(workload.PGBench) && p.Workload.Scale == 0 {
 		p.Workload.Scale = c.ScaleFor(p.Target.DataFraction)
-		r.bar.println(fmt.Sprintf("loading the data set: pgbench scale %d (about %s, %.0f%% of shared_buffers) ...",
+		r.out.bar.println(fmt.Sprintf("loading the data set: pgbench scale %d (about %s, %.0f%% of shared_buffers) ...",
 			p.Workload.Scale, Size(uint64(p.Workload.Scale)*pgcluster.BytesPerScale), 100*p.Target.DataFraction))
 		t0 := time.Now()
-		c.WorkDir = r.work
+		c.WorkDir = r.undo.work
 		if err := c.Load(ctx, p.Workload.Scale); err != nil {
 			return err
 		}
-		r.bar.println(fmt.Sprintf("loaded in %s", time.Since(t0).Round(time.Second)))
+		r.out.bar.println(fmt.Sprintf("loaded in %s", time.Since(t0).Round(time.Second)))
 		return c.Prewarm(ctx)
 	}
 	spec := p.Workload.Spec(slices.Max(p.Workload.Clients))
-	spec.WorkDir = r.work
+	spec.WorkDir = r.undo.work
 	what := string(spec.Kind)
 	if spec.Kind == workload.PGBench {
 		what = fmt.Sprintf("pgbench scale %d (about %s)", max(spec.Scale, 1), Size(uint64(max(spec.Scale, 1))*16<<20))
 	}
-	r.bar.println("loading the data set: " + what + " ...")
+	r.out.bar.println("loading the data set: " + what + " ...")
 	t0 := time.Now()
-	if err := workload.Prepare(ctx, r.srv.wt, spec); err != nil {
+	if err := workload.Prepare(ctx, r.db.srv.wt, spec); err != nil {
 		return fmt.Errorf("loading the data set: %w", err)
 	}
-	r.bar.println(fmt.Sprintf("loaded in %s", time.Since(t0).Round(time.Second)))
+	r.out.bar.println(fmt.Sprintf("loaded in %s", time.Since(t0).Round(time.Second)))
 	return nil
 }
 
@@ -391,12 +480,12 @@ func (r *run) calibrate(ctx context.Context) error {
 		}
 	}
 	wall := time.Since(t0) / time.Duration(p.Protocol.Calibrate)
-	cal, err := stats.Calibrate(xs, wall, p.statsPlan(r.perArm, len(p.Workload.Clients)))
+	cal, err := stats.Calibrate(xs, wall, p.statsPlan(r.proto.perArm, len(p.Workload.Clients)))
 	if err != nil {
 		r.note("A/A calibration: %v", err)
 		return nil
 	}
-	r.calibration = &cal
+	r.proto.calibration = &cal
 	cells := float64(len(p.Arms)*len(p.Workload.Clients)) / 2
 	r.note("A/A calibration (%d trials of %s at %d clients): noise ±%.1f%%; within %d trials per arm the smallest change found 8 times in 10 is %.1f%%",
 		cal.Samples, p.Arms[0].Name, c, 100*cal.NoiseCV, cal.MaxPerArm, 100*cal.MDE)
@@ -418,25 +507,31 @@ const calibrationNote = "A/A calibration: not part of the comparison"
 // loop runs blocks until every comparison has a verdict or the budget is
 // spent.
 func (r *run) loop(ctx context.Context) error {
-	p := r.plan
-	return runBlocks(r.jd, r.sched, &r.block, func(arm, clients, block int) error {
+	return runBlocks(r.proto.jd, r.proto.sched, &r.proto.block, func(arm, clients, block int) error {
 		_, err := r.trial(ctx, arm, clients, block, false)
 		return err
-	}, func() []results.Trial { return r.trials }, func(c int) {
-		if msg := r.jd.errs[c]; msg != "" {
-			r.note("%d clients: %s", c, msg)
-			delete(r.jd.errs, c)
+	}, func() []results.Trial { return r.meas.trials }, r.noteJudgeError, r.printLook)
+}
+
+// noteJudgeError notes, once, why a client count's look could not judge.
+func (r *run) noteJudgeError(c int) {
+	if msg := r.proto.jd.errs[c]; msg != "" {
+		r.note("%d clients: %s", c, msg)
+		delete(r.proto.jd.errs, c)
+	}
+}
+
+// printLook prints the decisions of a look at client count c.
+func (r *run) printLook(c int) {
+	p := r.plan
+	for i, d := range r.proto.jd.decisions[c] {
+		prefix := p.Arms[i+1].Name + " vs " + p.Arms[0].Name
+		if len(p.Workload.Clients) > 1 {
+			prefix += fmt.Sprintf(" at %d clients", c)
 		}
-	}, func(c int) {
-		for i, d := range r.jd.decisions[c] {
-			prefix := p.Arms[i+1].Name + " vs " + p.Arms[0].Name
-			if len(p.Workload.Clients) > 1 {
-				prefix += fmt.Sprintf(" at %d clients", c)
-			}
-			r.bar.println(fmt.Sprintf("look %d: %s: %s", d.Look, prefix, d.Reason))
-		}
-		r.updatePlanned()
-	})
+		r.out.bar.println(fmt.Sprintf("look %d: %s: %s", d.Look, prefix, d.Reason))
+	}
+	r.updatePlanned()
 }
 
 // runBlocks is the protocol: rounds over the client counts still running
@@ -473,166 +568,16 @@ func runBlocks(jd *judge, sched *Schedule, block *int, trial func(arm, clients, 
 // or client counts have stopped early.
 func (r *run) updatePlanned() {
 	left := 0
-	for _, c := range r.jd.running() {
-		blocks := r.perArm/2 - r.jd.blocks[c]
-		left += 2 * blocks * len(r.jd.activeArms(c))
+	for _, c := range r.proto.jd.running() {
+		blocks := r.proto.perArm/2 - r.proto.jd.blocks[c]
+		left += 2 * blocks * len(r.proto.jd.activeArms(c))
 	}
-	r.planned = r.seq + left
-}
-
-// trial runs one trial: apply the arm, fingerprint, run the workload,
-// store. Errors end the experiment: a knob that cannot be applied, too
-// many failed runs in a row, a cancelled context.
-func (r *run) trial(ctx context.Context, arm, clients, block int, calibration bool) (*results.Trial, error) {
-	p := r.plan
-	a := p.Arms[arm]
-	label := fmt.Sprintf("trial %d/%d %s", r.seq+1, r.planned, a.Name)
-	if len(p.Workload.Clients) > 1 || calibration {
-		label += fmt.Sprintf(" %dc", clients)
-	}
-	if calibration {
-		label += " (A/A)"
-	}
-	t := results.Trial{Seq: r.seq, Block: block, Arm: arm, Clients: clients, Started: time.Now()}
-	r.bar.startTrial(label, r.planned-r.seq, p.trialWall(r.restartAll || p.Protocol.Restart))
-	force := p.Protocol.Restart || r.restartAll
-	applied, err := r.ap.Apply(ctx, a.Set, force)
-	if err != nil {
-		return nil, fmt.Errorf("%s: arm %s: %w", label, a.Name, err)
-	}
-	if applied.Restarted && !force {
-		r.restartAll = true
-		r.note("arm %s needs a server restart: from now on every trial starts after a restart, so that no arm runs on a warmer server", a.Name)
-	}
-	if c := r.srv.cluster; c != nil {
-		// The throwaway cluster starts every trial alike: no dirty
-		// buffers left by the trial before, and, after a restart, the
-		// data set back in shared_buffers.
-		if applied.Restarted {
-			if err := c.Prewarm(ctx); err != nil {
-				return nil, fmt.Errorf("%s: %w", label, err)
-			}
-		}
-		if err := c.Checkpoint(ctx); err != nil {
-			return nil, fmt.Errorf("%s: %w", label, err)
-		}
-	}
-	fp, err := r.ap.Fingerprint(ctx, r.names)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if fp == nil {
-			fp = knob.Fingerprint{}
-		}
-		t.Excluded = "incomplete fingerprint: " + err.Error()
-	}
-	ref, haveRef := r.first[arm]
-	if !haveRef && t.Excluded == "" {
-		r.first[arm] = fp
-	}
-	var drift []string
-	if haveRef {
-		drift = knob.Drift(ref, fp)
-	}
-	cpu0, cpuErr := r.ap.CPUTimes()
-	spec := p.Workload.Spec(clients)
-	spec.WorkDir = r.work
-	spec.Progress = r.bar.second
-	// A trial that overruns its time by far is stuck (a client waiting
-	// on something that never comes): it is stopped and counts as failed.
-	limit := 2*(spec.Duration+spec.Warmup) + trialGrace
-	tctx, cancel := context.WithTimeout(ctx, limit)
-	res, runErr := workload.Run(tctx, r.srv.wt, spec)
-	cancel()
-	if runErr != nil && ctx.Err() == nil && tctx.Err() != nil {
-		runErr = fmt.Errorf("stopped after %s, twice its planned time and a minute: %w", limit, runErr)
-	}
-	t.Finished = time.Now()
-	steal := -1.0
-	if cpuErr == nil && r.ap.Interval(fp, cpu0) == nil {
-		steal, _ = strconv.ParseFloat(fp["interval.steal_percent"], 64)
-	}
-	if b, err := json.Marshal(fp); err == nil {
-		t.Fingerprint = b
-	}
-	switch {
-	case runErr != nil && ctx.Err() != nil:
-		return nil, ctx.Err()
-	case runErr != nil:
-		r.failures++
-		t.Excluded = "failed: " + runErr.Error()
-	default:
-		r.failures = 0
-		t.OpsPerSec, t.Transactions, t.Errors = res.OpsPerSec, res.Ops, res.Errors
-		t.P50, t.P95, t.P99 = res.Latency.P50, res.Latency.P95, res.Latency.P99
-		t.Output = tail(res.Output, 2000)
-		for _, s := range res.PerSecond {
-			if !s.Warmup {
-				t.Seconds = append(t.Seconds, results.Second{At: s.At.Seconds(), Ops: s.Ops, Errors: int64(math.Round(s.Errors))})
-			}
-		}
-		switch {
-		case t.Excluded != "":
-		case len(drift) > 0:
-			t.Excluded = "fingerprint drift: " + strings.Join(drift, "; ")
-		case steal > maxStealPercent:
-			t.Excluded = fmt.Sprintf("steal time %.0f%% during the trial: the hypervisor gave the CPU to others", steal)
-		}
-	}
-	if calibration {
-		t.Excluded = strings.TrimSuffix(calibrationNote+"; "+t.Excluded, "; ")
-	}
-	if err := r.opts.Store.AddTrial(context.WithoutCancel(ctx), r.exp.ID, &t); err != nil {
-		return nil, err
-	}
-	r.trials = append(r.trials, t)
-	r.seq++
-	r.bar.endTrial(trialLine(p, &t, label))
-	if r.failures >= maxConsecutiveFailure {
-		return nil, fmt.Errorf("%d trials in a row failed; the last: %v", r.failures, runErr)
-	}
-	return &t, nil
-}
-
-func trialLine(p *Plan, t *results.Trial, label string) string {
-	s := fmt.Sprintf("%-28s %10.1f %s  p99 %s", label, t.OpsPerSec, opsUnit(p), fmtLatency(t.P99))
-	if t.Excluded != "" {
-		s += "  [excluded: " + t.Excluded + "]"
-	}
-	return s
-}
-
-func opsUnit(p *Plan) string {
-	if p.Workload.Kind == string(workload.PGBench) {
-		return "tps"
-	}
-	return "ops/s"
-}
-
-func fmtLatency(d time.Duration) string {
-	if d <= 0 {
-		return "-"
-	}
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
-	case d < time.Second:
-		return fmt.Sprintf("%.2fms", float64(d)/1e6)
-	}
-	return d.Round(time.Millisecond).String()
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
+	r.out.planned = r.meas.seq + left
 }
 
 // finish stores the end state and builds the summary.
 func (r *run) finish(runErr, restoreErr error) *Summary {
-	if r.exp == nil {
+	if r.meas.exp == nil {
 		return nil
 	}
 	status := results.Done
@@ -646,16 +591,16 @@ func (r *run) finish(runErr, restoreErr error) *Summary {
 	if restoreErr != nil {
 		note = strings.TrimPrefix(note+"; restore failed: "+restoreErr.Error(), "; ")
 	}
-	sum := buildSummary(r.plan, r.exp, r.trials, r.jd, r.calibration)
+	sum := buildSummary(r.plan, r.meas.exp, r.meas.trials, r.proto.jd, r.proto.calibration)
 	sum.Status = status
-	sum.Notes = append(sum.Notes, r.notes...)
+	sum.Notes = append(sum.Notes, r.out.notes...)
 	sum.Wall = Duration(time.Since(r.start).Round(time.Second))
 	sum.Restored = restoreErr == nil
 	if runErr != nil {
 		sum.Error = runErr.Error()
 	}
 	b, _ := json.Marshal(sum)
-	if err := r.opts.Store.Finish(context.Background(), r.exp.ID, status, b, note); err != nil {
+	if err := r.opts.Store.Finish(context.Background(), r.meas.exp.ID, status, b, note); err != nil {
 		fmt.Fprintf(r.opts.Log, "experiment: storing the result: %v\n", err)
 	}
 	return sum
@@ -756,15 +701,7 @@ func firstDecisive(p *Plan, treatments, clients int) int {
 // stop the experiment in the middle; a preset's arm is left out instead,
 // with a note, and a user's arm is refused now, before any trial.
 func (r *run) probeHugePages(ctx context.Context) error {
-	p := r.plan
-	want := map[string]int{}
-	for _, a := range p.Arms {
-		for _, s := range a.Set {
-			if n, err := strconv.Atoi(s.Value); err == nil && strings.HasPrefix(s.Name, "hugepages.") && n > want[s.Name] {
-				want[s.Name] = n
-			}
-		}
-	}
+	want := wantedHugePages(r.plan.Arms)
 	if len(want) == 0 {
 		return nil
 	}
@@ -773,7 +710,7 @@ func (r *run) probeHugePages(ctx context.Context) error {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	cur, err := r.ap.Current(ctx, names)
+	cur, err := r.db.ap.Current(ctx, names)
 	if err != nil {
 		return err
 	}
@@ -781,32 +718,56 @@ func (r *run) probeHugePages(ctx context.Context) error {
 		if v, err := strconv.Atoi(cur[name]); err == nil && v >= want[name] {
 			continue
 		}
-		_, err := r.ap.Apply(ctx, []knob.Setting{{Name: name, Value: strconv.Itoa(want[name])}}, false)
-		if _, berr := r.ap.Apply(ctx, []knob.Setting{{Name: name, Value: cur[name]}}, false); berr != nil {
+		_, err := r.db.ap.Apply(ctx, []knob.Setting{{Name: name, Value: strconv.Itoa(want[name])}}, false)
+		if _, berr := r.db.ap.Apply(ctx, []knob.Setting{{Name: name, Value: cur[name]}}, false); berr != nil {
 			return fmt.Errorf("giving back the %s pages reserved to try: %w", name, berr)
 		}
 		if err == nil {
 			continue
 		}
-		if p.Preset == "" {
+		if r.plan.Preset == "" {
 			return fmt.Errorf("%s=%d cannot be reserved on this host now (%v); reserve them at boot (kernel command line) or ask for fewer", name, want[name], err)
 		}
-		var kept []Arm
-		for _, a := range p.Arms {
-			if slices.ContainsFunc(a.Set, func(s knob.Setting) bool {
-				n, _ := strconv.Atoi(s.Value)
-				return s.Name == name && n > 0 && !slices.Contains(a.Filled, name)
-			}) {
-				r.note("arm %s left out: its huge pages cannot be reserved at run time on this host now: %v", a.Name, err)
-				continue
-			}
-			kept = append(kept, a)
+		if err := r.leaveOutHugePageArms(name, want[name], err); err != nil {
+			return err
 		}
-		if len(kept) < 2 {
-			return fmt.Errorf("%s=%d cannot be reserved on this host now: %w", name, want[name], err)
-		}
-		p.Arms = kept
 	}
+	return nil
+}
+
+// wantedHugePages is the largest pool of each huge page size an arm asks
+// for.
+func wantedHugePages(arms []Arm) map[string]int {
+	want := map[string]int{}
+	for _, a := range arms {
+		for _, s := range a.Set {
+			if n, err := strconv.Atoi(s.Value); err == nil && strings.HasPrefix(s.Name, "hugepages.") && n > want[s.Name] {
+				want[s.Name] = n
+			}
+		}
+	}
+	return want
+}
+
+// leaveOutHugePageArms drops, with a note, the preset's arms that ask for
+// pages of the pool name that could not be reserved (why); an experiment
+// needs two arms left.
+func (r *run) leaveOutHugePageArms(name string, n int, why error) error {
+	var kept []Arm
+	for _, a := range r.plan.Arms {
+		if slices.ContainsFunc(a.Set, func(s knob.Setting) bool {
+			n, _ := strconv.Atoi(s.Value)
+			return s.Name == name && n > 0 && !slices.Contains(a.Filled, name)
+		}) {
+			r.note("arm %s left out: its huge pages cannot be reserved at run time on this host now: %v", a.Name, why)
+			continue
+		}
+		kept = append(kept, a)
+	}
+	if len(kept) < 2 {
+		return fmt.Errorf("%s=%d cannot be reserved on this host now: %w", name, n, why)
+	}
+	r.plan.Arms = kept
 	return nil
 }
 
@@ -820,18 +781,18 @@ var dirtyPairs = [][2]string{{"vm.dirty_ratio", "vm.dirty_bytes"}, {"vm.dirty_ba
 // 0 cannot be written back at all (the kernel refuses it).
 func (r *run) checkDirtyPairs(ctx context.Context) error {
 	for _, pair := range dirtyPairs {
-		if !slices.Contains(r.names, pair[0]) && !slices.Contains(r.names, pair[1]) {
+		if !slices.Contains(r.db.names, pair[0]) && !slices.Contains(r.db.names, pair[1]) {
 			continue
 		}
-		cur, err := r.ap.Current(ctx, pair[:])
+		cur, err := r.db.ap.Current(ctx, pair[:])
 		if err != nil {
 			return err
 		}
 		usesBytes := cur[pair[1]] != "" && cur[pair[1]] != "0"
 		switch {
-		case slices.Contains(r.names, pair[1]) && !usesBytes:
+		case slices.Contains(r.db.names, pair[1]) && !usesBytes:
 			return fmt.Errorf("%s: this host sets %s instead (%s is 0, and the kernel refuses to write 0 back), so the change could not be undone: compare %s values", pair[1], pair[0], pair[1], pair[0])
-		case slices.Contains(r.names, pair[0]) && usesBytes:
+		case slices.Contains(r.db.names, pair[0]) && usesBytes:
 			return fmt.Errorf("%s: this host sets %s=%s; writing the ratio would clear it for good: compare %s values", pair[0], pair[1], cur[pair[1]], pair[1])
 		}
 	}

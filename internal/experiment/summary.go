@@ -99,35 +99,10 @@ func buildSummary(p *Plan, exp *results.Experiment, trials []results.Trial, jd *
 		}
 	}
 	for i, a := range p.Arms {
-		as := ArmSummary{Index: i, Name: a.Name, Knobs: a.Knobs()}
-		var xs []float64
-		for _, t := range trials {
-			if t.Arm != i || t.Block < 0 {
-				continue
-			}
-			as.Trials++
-			if t.Excluded != "" {
-				as.Excluded++
-			} else if v := sample(p.Protocol.Metric, t); t.Clients == head && v > 0 {
-				xs = append(xs, v)
-			}
-		}
-		if len(xs) > 0 {
-			as.Median = stats.Median(xs)
-		}
-		s.Arms = append(s.Arms, as)
+		s.Arms = append(s.Arms, armSummary(p, i, a, trials, head))
 	}
 	if jd != nil {
-		for _, c := range p.Workload.Clients {
-			for i, d := range jd.decisions[c] {
-				s.Comparisons = append(s.Comparisons, Comparison{Arm: i + 1, Name: p.Arms[i+1].Name, Clients: c, Decision: d})
-				if c == head {
-					as := &s.Arms[i+1]
-					iv := d.Interval
-					as.Verdict, as.Ratio, as.Interval, as.P = d.Verdict, d.Ratio, &iv, d.P
-				}
-			}
-		}
+		s.addComparisons(p, jd, head)
 	}
 	if len(p.Arms) > 1 {
 		s.Headline = p.Arms[1].Name + " vs " + p.Arms[0].Name
@@ -148,6 +123,43 @@ func buildSummary(p *Plan, exp *results.Experiment, trials []results.Trial, jd *
 		s.Interval = stats.Interval{0, math.Inf(1)}
 	}
 	return s
+}
+
+// armSummary counts arm i's trials (calibration trials left out) and
+// takes the median of its counting ones at the headline client count.
+func armSummary(p *Plan, i int, a Arm, trials []results.Trial, head int) ArmSummary {
+	as := ArmSummary{Index: i, Name: a.Name, Knobs: a.Knobs()}
+	var xs []float64
+	for _, t := range trials {
+		if t.Arm != i || t.Block < 0 {
+			continue
+		}
+		as.Trials++
+		if t.Excluded != "" {
+			as.Excluded++
+		} else if v := sample(p.Protocol.Metric, t); t.Clients == head && v > 0 {
+			xs = append(xs, v)
+		}
+	}
+	if len(xs) > 0 {
+		as.Median = stats.Median(xs)
+	}
+	return as
+}
+
+// addComparisons adds the judge's decisions for every treatment and
+// client count; those at the headline client count go to the arms too.
+func (s *Summary) addComparisons(p *Plan, jd *judge, head int) {
+	for _, c := range p.Workload.Clients {
+		for i, d := range jd.decisions[c] {
+			s.Comparisons = append(s.Comparisons, Comparison{Arm: i + 1, Name: p.Arms[i+1].Name, Clients: c, Decision: d})
+			if c == head {
+				as := &s.Arms[i+1]
+				iv := d.Interval
+				as.Verdict, as.Ratio, as.Interval, as.P = d.Verdict, d.Ratio, &iv, d.P
+			}
+		}
+	}
 }
 
 // Stored is an experiment loaded from the results database.

@@ -191,44 +191,21 @@ func mysqlTarget(dsn, benchDB string) (workload.Target, *mysql.Config, error) {
 // userServer prepares a --pg or --mysql target: how to connect, its data
 // directory, and how to restart it when allowed.
 func userServer(ctx context.Context, h *host.Host, p *Plan, f *Facts) (*server, error) {
-	s := &server{}
+	var s *server
 	var si serverInfo
 	var err error
 	if p.Target.PG != "" {
-		if s.wt, err = pgTarget(p.Target.PG, p.Workload.DB); err != nil {
-			return nil, err
-		}
-		probe := s.wt
-		probe.DB = ""
-		if t, e := pgconn.ParseConfig(p.Target.PG); e == nil {
-			probe.DB = t.Database
-		}
-		if si, err = pgProbe(ctx, probe); err != nil {
-			return nil, err
-		}
-		s.ping = func(ctx context.Context) error { _, err := pgProbe(ctx, probe); return err }
-		f.Engine, f.SharedBuffers, f.SharedMemory = string(engine.Postgres), si.sharedBuffers, si.sharedMemory
+		s, si, err = pgUserServer(ctx, p, f)
 	} else {
-		var cfg *mysql.Config
-		if s.wt, cfg, err = mysqlTarget(p.Target.MySQL, p.Workload.DB); err != nil {
-			return nil, err
-		}
-		if si, err = mysqlProbe(ctx, cfg); err != nil {
-			return nil, err
-		}
-		s.ping = func(ctx context.Context) error { _, err := mysqlProbe(ctx, cfg); return err }
-		f.Engine = string(engine.MySQL)
+		s, si, err = mysqlUserServer(ctx, p, f)
+	}
+	if err != nil {
+		return nil, err
 	}
 	f.Version, f.Major = si.version, si.major
 	s.wt.OSUser = p.Target.OSUser
 	s.where = fmt.Sprintf("%s %s (data directory %s)", s.wt, si.version, si.dataDir)
-	s.kt = knob.Target{Engine: s.wt.Engine, DataDir: si.dataDir}
-	wt := s.wt
-	if s.wt.Engine == engine.Postgres {
-		s.kt.PG = &wt
-	} else {
-		s.kt.MySQL = &wt
-	}
+	s.kt = knobTarget(s.wt, si.dataDir)
 	if p.Target.AllowRestart {
 		unit, why := serviceUnit(h, si.pidFile)
 		if unit == "" {
@@ -239,6 +216,50 @@ func userServer(ctx context.Context, h *host.Host, p *Plan, f *Facts) (*server, 
 		s.where += ", restarted with systemctl restart " + unit
 	}
 	return s, nil
+}
+
+// pgUserServer connects to the --pg server and reads what it reports.
+func pgUserServer(ctx context.Context, p *Plan, f *Facts) (*server, serverInfo, error) {
+	wt, err := pgTarget(p.Target.PG, p.Workload.DB)
+	if err != nil {
+		return nil, serverInfo{}, err
+	}
+	probe := wt
+	probe.DB = ""
+	if t, e := pgconn.ParseConfig(p.Target.PG); e == nil {
+		probe.DB = t.Database
+	}
+	si, err := pgProbe(ctx, probe)
+	if err != nil {
+		return nil, si, err
+	}
+	f.Engine, f.SharedBuffers, f.SharedMemory = string(engine.Postgres), si.sharedBuffers, si.sharedMemory
+	return &server{wt: wt, ping: func(ctx context.Context) error { _, err := pgProbe(ctx, probe); return err }}, si, nil
+}
+
+// mysqlUserServer connects to the --mysql server and reads what it reports.
+func mysqlUserServer(ctx context.Context, p *Plan, f *Facts) (*server, serverInfo, error) {
+	wt, cfg, err := mysqlTarget(p.Target.MySQL, p.Workload.DB)
+	if err != nil {
+		return nil, serverInfo{}, err
+	}
+	si, err := mysqlProbe(ctx, cfg)
+	if err != nil {
+		return nil, si, err
+	}
+	f.Engine = string(engine.MySQL)
+	return &server{wt: wt, ping: func(ctx context.Context) error { _, err := mysqlProbe(ctx, cfg); return err }}, si, nil
+}
+
+// knobTarget is where the knobs of a user's server are set.
+func knobTarget(wt workload.Target, dataDir string) knob.Target {
+	kt := knob.Target{Engine: wt.Engine, DataDir: dataDir}
+	if wt.Engine == engine.Postgres {
+		kt.PG = &wt
+	} else {
+		kt.MySQL = &wt
+	}
+	return kt
 }
 
 // serviceUnit finds the systemd service that runs the server whose pid

@@ -4,13 +4,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/journal"
+	"github.com/dbhost/dbhost/internal/safefile"
 )
 
 // KindWorkDir is the journal kind of an experiment's scratch directory:
@@ -55,15 +55,8 @@ func undoWorkDir(data json.RawMessage) error {
 	if !filepath.IsAbs(d.Path) || filepath.Clean(d.Path) != d.Path || !strings.HasPrefix(filepath.Base(d.Path), workDirPrefix) {
 		return fmt.Errorf("refusing to remove %q: not an experiment scratch directory", d.Path)
 	}
-	fi, err := os.Lstat(d.Path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	if there, err := safefile.DirToRemove(d.Path); !there {
 		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("refusing to remove %q: not a directory", d.Path)
 	}
 	return os.RemoveAll(d.Path)
 }

@@ -52,3 +52,22 @@ func TestWorkDirUndoRefusesOtherPaths(t *testing.T) {
 		t.Fatalf("a foreign directory was removed: %v", err)
 	}
 }
+
+func TestWorkDirUndoRefusesLink(t *testing.T) {
+	tmp := t.TempDir()
+	target := filepath.Join(tmp, "kept")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(tmp, workDirPrefix+"x")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(WorkDirRecord{Path: link})
+	if err := undoWorkDir(b); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("undo of a link: %v", err)
+	}
+	if _, err := os.Stat(target); err != nil {
+		t.Fatalf("the link's target was removed: %v", err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
+	"github.com/dbhost/dbhost/internal/safefile"
 )
 
 // Kind is the journal kind of a throwaway cluster.
@@ -84,15 +85,8 @@ func (r Record) undo(t stopTimes) error {
 // removeDir deletes the cluster directory, but only when it holds the
 // marker with the expected token.
 func (r Record) removeDir() error {
-	fi, err := os.Lstat(r.Dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	if there, err := safefile.DirToRemove(r.Dir); !there {
 		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%s is not a directory (%s): not removing it", r.Dir, fi.Mode().Type())
 	}
 	mk := filepath.Join(r.Dir, r.Marker)
 	mfi, err := os.Lstat(mk)
