@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,6 +63,31 @@ type Profile interface {
 	THP(in *Instance, arch string) THPAdvice
 	// OpenQueries opens a cumulative query counter over one connection.
 	OpenQueries(ctx context.Context, h *host.Host, in *Instance, opts Options) (*QueryCounter, error)
+
+	// MainConfig is the configuration file an edit of the instance goes
+	// to ("" unknown).
+	MainConfig(in *Instance) string
+	// ConfigSnippet renders settings as a file the server reads: where it
+	// must go and its text.
+	ConfigSnippet(s Snippet) (path, text string)
+}
+
+// Snippet is a set of settings for one instance's configuration.
+type Snippet struct {
+	// Instance names the instance; Dir is the directory its server reads
+	// every file of ("" none), File its main configuration file.
+	Instance, Dir, File string
+	// Name is the file name stem dbhost's snippets use.
+	Name string
+	// Restart: a setting takes effect only after a restart.
+	Restart bool
+	Entries []SnippetEntry
+}
+
+// SnippetEntry is one setting with the findings that ask for it.
+type SnippetEntry struct {
+	Key, Value string
+	Tags       []string
 }
 
 // Input is a setting a Need was derived from.
@@ -138,6 +164,43 @@ func (Base) PageSize(*Instance) (int64, string)                           { retu
 func (Base) MainCache(*Instance, uint64) Cache                            { return Cache{} }
 func (Base) THP(*Instance, string) THPAdvice                              { return THPAdvice{} }
 
+// MainConfig is the first configuration file the server reads.
+func (Base) MainConfig(in *Instance) string {
+	if len(in.ConfigFiles) > 0 {
+		return in.ConfigFiles[0]
+	}
+	return ""
+}
+
+// ConfigSnippet: a file of "key value" lines next to the main
+// configuration, for a person to merge.
+func (Base) ConfigSnippet(s Snippet) (string, string) {
+	dir := s.Dir
+	if dir == "" && s.File != "" {
+		dir = path.Dir(s.File)
+	}
+	if dir == "" {
+		dir = "/etc"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Merge into %s (restart to apply).\n", s.File)
+	for _, e := range s.Entries {
+		fmt.Fprintf(&b, "\n# %s\n%s %s\n", strings.Join(e.Tags, ", "), e.Key, e.Value)
+	}
+	return path.Join(dir, s.Name+"-"+strings.ReplaceAll(s.Instance, ":", "-")+".conf"), b.String()
+}
+
+// ConfigNamed returns the configuration file among the instance's whose
+// name ends in suffix, else the first.
+func ConfigNamed(in *Instance, suffix string) string {
+	for _, f := range in.ConfigFiles {
+		if strings.HasSuffix(f, suffix) {
+			return f
+		}
+	}
+	return Base{}.MainConfig(in)
+}
+
 // OpenQueries: the engine has no query counter.
 func (Base) OpenQueries(_ context.Context, _ *host.Host, in *Instance, _ Options) (*QueryCounter, error) {
 	return nil, fmt.Errorf("dbhost does not read query counts from %s", in.Flavor)
@@ -179,18 +242,24 @@ func Detectors() []Detector {
 	return out
 }
 
-// Profile is the instance's profile: the one that found it, else the one
-// its engine is named after, else Base.
+// Profile is the instance's profile: the one that found it, else its
+// engine's.
 func (i *Instance) Profile() Profile {
 	if i.profile != nil {
 		return i.profile
 	}
+	return ProfileOf(i.Engine)
+}
+
+// ProfileOf is an engine's own profile: the one named after it, else the
+// first registered for it, else Base.
+func ProfileOf(e Engine) Profile {
 	var first Profile
 	for _, p := range Profiles() {
-		if p.Engine() != i.Engine {
+		if p.Engine() != e {
 			continue
 		}
-		if p.Name() == string(i.Engine) {
+		if p.Name() == string(e) {
 			return p
 		}
 		if first == nil {
@@ -200,7 +269,7 @@ func (i *Instance) Profile() Profile {
 	if first != nil {
 		return first
 	}
-	return baseProfile{e: i.Engine}
+	return baseProfile{e: e}
 }
 
 // SetProfile records the profile that describes the instance.

@@ -1,8 +1,6 @@
 package fix
 
 import (
-	"strings"
-
 	"github.com/dbhost/dbhost/internal/facts"
 )
 
@@ -16,17 +14,7 @@ func ContextFrom(f *facts.Facts) Context {
 		Instances:          map[string]InstanceInfo{},
 	}
 	for _, in := range f.Instances {
-		info := InstanceInfo{Engine: string(in.Engine), ConfDir: in.IncludeDir}
-		if len(in.ConfigFiles) > 0 {
-			info.ConfFile = in.ConfigFiles[0]
-			for _, cf := range in.ConfigFiles {
-				if strings.HasSuffix(cf, "postgresql.conf") || strings.HasSuffix(cf, "mongod.conf") || strings.HasSuffix(cf, "redis.conf") {
-					info.ConfFile = cf
-					break
-				}
-			}
-		}
-		c.Instances[in.Name()] = info
+		c.Instances[in.Name()] = InstanceInfo{Engine: string(in.Engine), ConfDir: in.IncludeDir, ConfFile: in.Profile().MainConfig(in.Instance)}
 	}
 	return c
 }

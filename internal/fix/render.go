@@ -2,9 +2,10 @@ package fix
 
 import (
 	"fmt"
-	"path"
 	"sort"
 	"strings"
+
+	"github.com/dbhost/dbhost/internal/engine"
 )
 
 // Name is the stem of the system files dbhost writes; 60 orders it after
@@ -374,52 +375,12 @@ func renderConfig(ctx Context, items []Item) []File {
 		var b strings.Builder
 		b.WriteString(header)
 		fmt.Fprintf(&b, "# Settings for %s.\n", inst)
-		dir := info.ConfDir
-		var p string
-		switch eng {
-		case "postgres":
-			if dir == "" && info.ConfFile != "" {
-				dir = path.Dir(info.ConfFile)
-				fmt.Fprintf(&b, "# Add at the end of %s: include_if_exists = '%s.conf'\n", info.ConfFile, ConfigName)
-			}
-			p = path.Join(dir, ConfigName+".conf")
-			if restart[inst] {
-				b.WriteString("# Some settings need a server restart; others apply with: SELECT pg_reload_conf();\n")
-			} else {
-				b.WriteString("# Apply with: SELECT pg_reload_conf();\n")
-			}
-			for _, e := range es {
-				fmt.Fprintf(&b, "\n# %s\n%s = '%s'\n", strings.Join(e.tags, ", "), e.key, e.value)
-			}
-		case "mysql":
-			p = path.Join(dir, ConfigName+".cnf")
-			if dir == "" {
-				// No directory is included: the main option file must
-				// include the snippet (last, so that it wins).
-				dir = "/etc/mysql"
-				if info.ConfFile != "" {
-					dir = path.Dir(info.ConfFile)
-				}
-				p = path.Join(dir, ConfigName+".cnf")
-				fmt.Fprintf(&b, "# Add as the last line of %s: !include %s\n", orDefault(info.ConfFile, "the server's option file"), p)
-			}
-			b.WriteString("# Read at server start (restart to apply settings that are not dynamic).\n\n[mysqld]\n")
-			for _, e := range es {
-				fmt.Fprintf(&b, "# %s\n%s = %s\n", strings.Join(e.tags, ", "), e.key, e.value)
-			}
-		default:
-			if dir == "" && info.ConfFile != "" {
-				dir = path.Dir(info.ConfFile)
-			}
-			if dir == "" {
-				dir = "/etc"
-			}
-			p = path.Join(dir, ConfigName+"-"+strings.ReplaceAll(inst, ":", "-")+".conf")
-			fmt.Fprintf(&b, "# Merge into %s (restart to apply).\n", info.ConfFile)
-			for _, e := range es {
-				fmt.Fprintf(&b, "\n# %s\n%s %s\n", strings.Join(e.tags, ", "), e.key, e.value)
-			}
+		sn := engine.Snippet{Instance: inst, Dir: info.ConfDir, File: info.ConfFile, Name: ConfigName, Restart: restart[inst]}
+		for _, e := range es {
+			sn.Entries = append(sn.Entries, engine.SnippetEntry{Key: e.key, Value: e.value, Tags: e.tags})
 		}
+		p, text := engine.ProfileOf(engine.Engine(eng)).ConfigSnippet(sn)
+		b.WriteString(text)
 		files = append(files, File{Path: p, Content: b.String(), Mode: 0o640})
 	}
 	return files

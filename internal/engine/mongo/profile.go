@@ -87,3 +87,5 @@ func (detector) THP(in *engine.Instance, arch string) engine.THPAdvice {
 	return engine.THPAdvice{Enabled: []string{"never"}, Defrag: []string{"never"}, PtesZero: true, OnlyIfAlways: true,
 		Why: "wants THP off (MongoDB before 8.0, or the legacy TCMalloc on this architecture): its sparse memory access suffers from huge page compaction and bloat"}
 }
+
+func (detector) MainConfig(in *engine.Instance) string { return engine.ConfigNamed(in, "mongod.conf") }

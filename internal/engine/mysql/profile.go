@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 
@@ -139,4 +140,31 @@ func parsePageSize(v string) (int64, bool) {
 		return n * mult, true
 	}
 	return 0, false
+}
+
+// ConfigSnippet: a [mysqld] file in an included directory (!includedir),
+// else next to the main option file with the !include line to add last.
+func (detector) ConfigSnippet(s engine.Snippet) (string, string) {
+	var b strings.Builder
+	dir := s.Dir
+	p := path.Join(dir, s.Name+".cnf")
+	if dir == "" {
+		// No directory is included: the main option file must include
+		// the snippet (last, so that it wins).
+		dir = "/etc/mysql"
+		if s.File != "" {
+			dir = path.Dir(s.File)
+		}
+		p = path.Join(dir, s.Name+".cnf")
+		main := s.File
+		if main == "" {
+			main = "the server's option file"
+		}
+		fmt.Fprintf(&b, "# Add as the last line of %s: !include %s\n", main, p)
+	}
+	b.WriteString("# Read at server start (restart to apply settings that are not dynamic).\n\n[mysqld]\n")
+	for _, e := range s.Entries {
+		fmt.Fprintf(&b, "# %s\n%s = %s\n", strings.Join(e.Tags, ", "), e.Key, e.Value)
+	}
+	return p, b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 
@@ -202,4 +203,29 @@ func pgNumber(ctx context.Context, conn *pgconn.PgConn, query string) (uint64, e
 		return 0, fmt.Errorf("not a count: %q", v)
 	}
 	return n, nil
+}
+
+func (detector) MainConfig(in *engine.Instance) string {
+	return engine.ConfigNamed(in, "postgresql.conf")
+}
+
+// ConfigSnippet: a file in the included directory (conf.d), else next to
+// postgresql.conf with the include_if_exists line to add; settings apply
+// on reload unless one needs a restart.
+func (detector) ConfigSnippet(s engine.Snippet) (string, string) {
+	var b strings.Builder
+	dir := s.Dir
+	if dir == "" && s.File != "" {
+		dir = path.Dir(s.File)
+		fmt.Fprintf(&b, "# Add at the end of %s: include_if_exists = '%s.conf'\n", s.File, s.Name)
+	}
+	if s.Restart {
+		b.WriteString("# Some settings need a server restart; others apply with: SELECT pg_reload_conf();\n")
+	} else {
+		b.WriteString("# Apply with: SELECT pg_reload_conf();\n")
+	}
+	for _, e := range s.Entries {
+		fmt.Fprintf(&b, "\n# %s\n%s = '%s'\n", strings.Join(e.Tags, ", "), e.Key, e.Value)
+	}
+	return path.Join(dir, s.Name+".conf"), b.String()
 }

@@ -256,3 +256,7 @@ func commands(ctx context.Context, conn net.Conn, r *bufio.Reader, timeout time.
 	}
 	return strconv.ParseUint(v, 10, 64)
 }
+
+func (d detector) MainConfig(in *engine.Instance) string {
+	return engine.ConfigNamed(in, confName(d.p))
+}
