@@ -262,7 +262,9 @@ func configErrorsFix(in *facts.Instance, errs []string) *fix.Fix {
 
 // ---- pg.settings_source ----
 
-func checkPGSettingsSource(f *facts.Facts) []Result { return eachOf(f, engine.Postgres, judgeSettingsSource) }
+func checkPGSettingsSource(f *facts.Facts) []Result {
+	return eachOf(f, engine.Postgres, judgeSettingsSource)
+}
 
 func judgeSettingsSource(f *facts.Facts, in *facts.Instance) Result {
 	subject := in.Name()
