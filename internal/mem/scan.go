@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -89,9 +88,17 @@ func Scan(ctx context.Context, h *host.Host, opt Options) (*Report, error) {
 		return nil, ctx.Err()
 	}
 	table := processTable(h, procs)
-	live := liveProcs(r, procs)
+	live := liveProcs(r, procs, s.asRoot())
+	if len(live) == 0 && !h.Live() {
+		return nil, fmt.Errorf("%s holds no memory readings of any process (maps, smaps_rollup): it was collected by a dbhost that did not record them; collect it again", h.Source())
+	}
 	regions := s.sharedRegions(r, procs, live)
-	byPID := accountInstances(r, findInstances(h, table), table, procs, live, regions)
+	// The instances, found the way every command finds them, without
+	// inspecting them: their configuration, version and live settings are
+	// not needed to group processes.
+	insts, notes := engine.Discover(ctx, h, table, engine.Options{NoInspect: true})
+	r.Notes = append(r.Notes, notes...)
+	byPID := accountInstances(r, insts, table, procs, live, regions)
 	s.hostView(r, live, regions)
 	shown, regions := selectShown(r, opt, live, regions)
 	s.numa(r, opt, shown, byPID)
@@ -131,14 +138,14 @@ func processTable(h *host.Host, procs []*proc) *engine.Table {
 
 // liveProcs are the processes read whole; the others are counted in
 // r.Unreadable by reason (those that exited or hold no memory are not).
-func liveProcs(r *Report, procs []*proc) []*proc {
+func liveProcs(r *Report, procs []*proc, asRoot bool) []*proc {
 	reasons := map[string]int{}
 	var live []*proc
 	for _, p := range procs {
 		switch {
 		case p == nil, p.gone, p.kernel:
 		case p.err != nil:
-			reasons[explainShort(p.err)]++
+			reasons[explainShort(p.err, asRoot)]++
 		default:
 			live = append(live, p)
 		}
@@ -176,7 +183,7 @@ func (s *scanner) sharedRegions(r *Report, procs, live []*proc) []*Region {
 	// processes it could not read (by user); as root an unreadable process
 	// is outside its reach (another container's), so none.
 	var unreadUIDs map[int]bool
-	if os.Geteuid() != 0 {
+	if !s.asRoot() {
 		unreadUIDs = map[int]bool{}
 		for _, p := range procs {
 			if p != nil && p.err != nil {
@@ -348,34 +355,6 @@ func SortProcesses(ps []Process, by string) {
 	})
 }
 
-// findInstances finds the database servers the way discovery does (each
-// engine's detector recognises a main server process in the process table)
-// and their ports from the sockets they listen on. It inspects nothing
-// else: engine.Discover would also read configurations and run each
-// server's --version, tens of milliseconds that memory accounting does not
-// need.
-func findInstances(h *host.Host, t *engine.Table) []*engine.Instance {
-	var out []*engine.Instance
-	for _, p := range t.Procs {
-		for _, d := range engine.Detectors() {
-			if d.Match(p, t) {
-				out = append(out, &engine.Instance{Engine: d.Engine(), PID: p.PID, Comm: p.Comm, UID: p.UID, User: p.User})
-				break
-			}
-		}
-	}
-	engine.AttachListeners(h, out)
-	for _, in := range out {
-		for _, l := range in.Listen {
-			if l.Proto != "unix" && l.Port > 0 && (in.Port == 0 || l.Port < in.Port) {
-				in.Port = l.Port // the lowest: 3306 before the X protocol's 33060
-			}
-		}
-	}
-	engine.SortInstances(out)
-	return out
-}
-
 func instanceName(in *engine.Instance) string {
 	name := string(in.Engine)
 	if in.Port > 0 {
@@ -472,18 +451,29 @@ func (s *scanner) readProc(pid int, buf []byte) (*proc, []byte) {
 		var done bool
 		tot, readSmaps, done, buf = s.readRollup(p, st, base, buf)
 		if done {
-			return p, buf
+			return s.notRecorded(p), buf
 		}
 	}
 	if readSmaps {
 		var done bool
 		tot, done, buf = s.readSmaps(p, st, base, buf)
 		if done {
-			return p, buf
+			return s.notRecorded(p), buf
 		}
 	}
 	p.setTotals(tot, readSmaps)
 	return p, buf
+}
+
+var errNotRecorded = errors.New("its memory (maps, smaps_rollup) is not in the snapshot (collected by an older dbhost, or it exited during the collection)")
+
+// notRecorded tells a process a snapshot has the status of but not the
+// memory from one that exited: on a snapshot it is unreadable, not gone.
+func (s *scanner) notRecorded(p *proc) *proc {
+	if p.gone && !s.h.Live() {
+		p.gone, p.err = false, errNotRecorded
+	}
+	return p
 }
 
 // readRollup reads a process's shared region mappings (PROCMAP_QUERY, else
@@ -648,10 +638,14 @@ func sub(a, b uint64) uint64 {
 	return a - b
 }
 
+// asRoot reports whether the processes were read as root: by this
+// process, or by the one that collected a snapshot.
+func (s *scanner) asRoot() bool { return s.h.Manifest().AsRoot() }
+
 // explainShort groups errors for the one-line unreadable summary.
-func explainShort(err error) string {
+func explainShort(err error, asRoot bool) string {
 	if host.IsPermission(err) {
-		if os.Geteuid() == 0 {
+		if asRoot {
 			// Root is refused by ptrace access rules for some processes
 			// (another user namespace, a process marked non-dumpable).
 			return "permission denied even to root (ptrace access check: another user namespace or a non-dumpable process)"
