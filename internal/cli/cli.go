@@ -19,10 +19,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/contention"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/mem"
 	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
@@ -121,13 +123,19 @@ type sourceFlags struct {
 }
 
 func (s *sourceFlags) register(fs *flag.FlagSet, withFrom bool) {
+	s.registerHost(fs, withFrom)
+	fs.StringVar(&s.pgDSN, "pg", "", "PostgreSQL connection string (default: local socket with the usual credentials)")
+	fs.StringVar(&s.mysqlDSN, "mysql", "", "MySQL DSN (default: local socket with ~/.my.cnf or socket auth)")
+	fs.BoolVar(&s.noConnect, "no-connect", false, "do not connect to databases; read settings from files")
+}
+
+// registerHost registers where to read (--from, --root) without the
+// connection flags, for commands that never connect to a database.
+func (s *sourceFlags) registerHost(fs *flag.FlagSet, withFrom bool) {
 	if withFrom {
 		fs.StringVar(&s.from, "from", "", "read a snapshot written by 'dbhost collect' instead of this host")
 	}
 	fs.StringVar(&s.root, "root", "/", "root of the live filesystem to read (for chroots and tests)")
-	fs.StringVar(&s.pgDSN, "pg", "", "PostgreSQL connection string (default: local socket with the usual credentials)")
-	fs.StringVar(&s.mysqlDSN, "mysql", "", "MySQL DSN (default: local socket with ~/.my.cnf or socket auth)")
-	fs.BoolVar(&s.noConnect, "no-connect", false, "do not connect to databases; read settings from files")
 }
 
 func (s *sourceFlags) open() (*host.Host, error) {
@@ -300,6 +308,9 @@ func runCollect(ctx context.Context, env Env, args []string) int {
 		return ExitError
 	}
 	f := facts.Gather(ctx, h, src.options())
+	for _, why := range recordObservers(ctx, h) {
+		fmt.Fprintln(env.Stderr, "dbhost collect:", why)
+	}
 	write := func(w io.Writer) error { return h.WriteSnapshot(w, *note) }
 	if *out == "-" {
 		err = write(termsafe.Raw(env.Stdout))
@@ -314,6 +325,25 @@ func runCollect(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "dbhost collect: wrote %s (%d instances, %d notes)\n", *out, len(f.Instances), len(f.Notes))
 	}
 	return ExitOK
+}
+
+// recordObservers reads the host once the way 'dbhost mem' and 'dbhost
+// contention' do, so that the snapshot holds what they read with --from
+// (smaps_rollup or smaps of every process, System V and /dev/shm segments,
+// NUMA nodes, /proc/stat, the instances' threads). Nothing is connected to:
+// query counts need the live host. It returns what could not be read.
+func recordObservers(ctx context.Context, h *host.Host) []string {
+	var notes []string
+	if _, err := mem.Scan(ctx, h, mem.Options{}); err != nil {
+		notes = append(notes, "memory accounting not recorded: "+err.Error())
+	}
+	s, err := contention.NewSampler(ctx, h, contention.Options{Engine: engine.Options{NoConnect: true}})
+	if err != nil {
+		return append(notes, "contention sample not recorded: "+err.Error())
+	}
+	s.Sample(ctx)
+	s.Close()
+	return notes
 }
 
 func runChecks(_ context.Context, env Env, args []string) int {

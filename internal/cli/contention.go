@@ -2,14 +2,15 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dbhost/dbhost/internal/contention"
 	"github.com/dbhost/dbhost/internal/engine"
-	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
@@ -17,7 +18,7 @@ import (
 func runContention(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "contention", "[flags]")
 	var src sourceFlags
-	src.register(fs, false)
+	src.register(fs, true)
 	interval := fs.Duration("interval", contention.DefaultInterval, "how long to measure")
 	format := fs.String("format", "text", "output format: text or json (with --watch: one JSON object per line)")
 	watch := fs.Bool("watch", false, "measure again and again, redrawing, until interrupted")
@@ -40,6 +41,19 @@ func runContention(ctx context.Context, env Env, args []string) int {
 	if *interval < 100*time.Millisecond {
 		return fail(fmt.Errorf("--interval %s is too short (at least 100ms)", *interval))
 	}
+	if src.from != "" {
+		// A snapshot holds one sample taken at collection: nothing to
+		// wait for, watch or probe.
+		var live []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "interval" || f.Name == "watch" || f.Name == "probe" || f.Name == "probe-time" {
+				live = append(live, "--"+f.Name)
+			}
+		})
+		if len(live) > 0 {
+			return fail(fmt.Errorf("%s measures the live host; --from reads one sample recorded by 'dbhost collect'", strings.Join(live, ", ")))
+		}
+	}
 	opts := contention.Options{Engine: engine.Options{PGDSN: src.pgDSN, MySQLDSN: src.mysqlDSN, NoConnect: src.noConnect}}
 	for _, p := range pids {
 		n, err := strconv.Atoi(p)
@@ -55,7 +69,7 @@ func runContention(ctx context.Context, env Env, args []string) int {
 		}
 		opts.Engines = append(opts.Engines, en)
 	}
-	h, err := host.Open(src.root)
+	h, err := src.open()
 	if err != nil {
 		return fail(err)
 	}

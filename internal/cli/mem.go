@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dbhost/dbhost/internal/engine"
-	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/mem"
 	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/termsafe"
@@ -19,7 +18,8 @@ import (
 // instances, the host against /proc/meminfo, NUMA. It only reads.
 func runMem(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "mem", "[flags]")
-	root := fs.String("root", "/", "root of the live filesystem to read (for chroots and tests)")
+	var src sourceFlags
+	src.registerHost(fs, true)
 	format := fs.String("format", "text", "output format: text or json")
 	sortBy := fs.String("sort", "pss", "sort processes by: rss, pss, uss, swap")
 	top := fs.Int("top", 0, "show only the N largest processes (0: all)")
@@ -46,6 +46,9 @@ func runMem(ctx context.Context, env Env, args []string) int {
 	if *top < 0 || *watch < 0 {
 		return fail(fmt.Errorf("--top and --watch must not be negative"))
 	}
+	if *watch > 0 && src.from != "" {
+		return fail(fmt.Errorf("--watch re-reads the host; a snapshot holds one moment (use --from without --watch)"))
+	}
 	opt := mem.Options{NUMA: *numa}
 	for _, p := range pids {
 		n, err := strconv.Atoi(p)
@@ -61,7 +64,7 @@ func runMem(ctx context.Context, env Env, args []string) int {
 		}
 		opt.Engine = e
 	}
-	h, err := host.Open(*root)
+	h, err := src.open()
 	if err != nil {
 		return fail(err)
 	}

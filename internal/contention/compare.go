@@ -21,6 +21,9 @@ type Report struct {
 	Instances []InstanceFigures `json:"instances"`
 	Verdicts  []Verdict         `json:"verdicts"`
 	Notes     []string          `json:"notes,omitempty"`
+	// Snapshot is the archive of a report on one recorded sample (Single):
+	// no rates, and the verdicts on them unknown.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // Schema names the JSON layout of a Report; fields are only added within
@@ -323,13 +326,7 @@ func instanceFigures(a, b *instSnap, secs float64, errA, errB error) InstanceFig
 		}
 	}
 	f.Switches = float64(f.SwitchCount) / secs
-	sort.Slice(f.Procs, func(i, j int) bool {
-		si, sj := f.Procs[i].Voluntary+f.Procs[i].Involuntary, f.Procs[j].Voluntary+f.Procs[j].Involuntary
-		if si != sj {
-			return si > sj
-		}
-		return f.Procs[i].PID < f.Procs[j].PID
-	})
+	sortProcs(f.Procs)
 
 	switch {
 	case a.qErr != nil || b.qErr != nil:
@@ -351,6 +348,17 @@ func instanceFigures(a, b *instSnap, secs float64, errA, errB error) InstanceFig
 		}
 	}
 	return f
+}
+
+// sortProcs orders processes by switches, most first, then by PID.
+func sortProcs(ps []ProcessFigures) {
+	sort.Slice(ps, func(i, j int) bool {
+		si, sj := ps[i].Voluntary+ps[i].Involuntary, ps[j].Voluntary+ps[j].Involuntary
+		if si != sj {
+			return si > sj
+		}
+		return ps[i].PID < ps[j].PID
+	})
 }
 
 func firstErr(errs ...error) error {

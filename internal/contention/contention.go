@@ -100,8 +100,16 @@ func (s *Sampler) Close() {
 }
 
 // Measure takes a sample, waits for the interval (or until ctx ends) and
-// takes another, and compares them.
+// takes another, and compares them. A snapshot holds one sample: it is
+// reported as one (Single), without waiting.
 func Measure(ctx context.Context, s *Sampler, interval time.Duration, c Capacity) (*Report, error) {
+	if !s.h.Live() {
+		sn := s.Sample(ctx)
+		if sn.statErr != nil && len(sn.insts) == 0 {
+			return nil, fmt.Errorf("%s holds no /proc/stat and no database instance: nothing to report (collected by a dbhost that did not record what contention reads? collect it again)", s.h.Source())
+		}
+		return Single(sn, c), nil
+	}
 	a := s.Sample(ctx)
 	if err := sleep(ctx, interval); err != nil {
 		return nil, err

@@ -128,31 +128,63 @@ func Probe(ctx context.Context, h *host.Host, d time.Duration) (*ProbeResult, er
 	if d < 100*time.Millisecond {
 		return nil, fmt.Errorf("probe time %s is too short (at least 100ms)", d)
 	}
-	online, err := onlineCPUs(h)
+	online, cpus, err := probeCPUs(h)
 	if err != nil {
 		return nil, err
-	}
-	var allowed unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
-		return nil, fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	var cpus []int
-	for _, c := range online {
-		if allowed.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	if len(cpus) == 0 {
-		return nil, errors.New("no online CPU is allowed to dbhost")
 	}
 	// Every pinned thread sits in a system call most of the time; enough Ps
 	// keep the runtime from handing them around (which adds switches).
 	if need := 2*len(cpus) + 2; runtime.GOMAXPROCS(0) < need {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(need))
 	}
+	pairs, stop, err := startPairs(cpus)
+	defer stop()
+	if err != nil {
+		return nil, err
+	}
+	// Warm up: threads settle on their CPUs, caches fill.
+	if err := sleep(ctx, min(max(d/10, 20*time.Millisecond), 200*time.Millisecond)); err != nil {
+		return nil, err
+	}
+	n := min(max(int(d/(100*time.Millisecond)), 3), 30)
+	r := &ProbeResult{CPUs: len(online), PinnedCPUs: cpus, SubRuns: n, Method: probeMethod}
+	if err := subRuns(ctx, h, pairs, d/time.Duration(n), r); err != nil {
+		return nil, err
+	}
+	if k := h.Read("/proc/sys/kernel/osrelease"); k.OK() {
+		r.Kernel = k.Value
+	}
+	r.CPUModel = cpuModel(h)
+	return r, nil
+}
 
-	pairs := make([]*pair, len(cpus))
-	var stop atomic.Bool
+// probeCPUs lists the online CPUs and those of them dbhost may run on.
+func probeCPUs(h *host.Host) (online, usable []int, err error) {
+	online, err = onlineCPUs(h)
+	if err != nil {
+		return nil, nil, err
+	}
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return nil, nil, fmt.Errorf("sched_getaffinity: %w", err)
+	}
+	for _, c := range online {
+		if allowed.IsSet(c) {
+			usable = append(usable, c)
+		}
+	}
+	if len(usable) == 0 {
+		return nil, nil, errors.New("no online CPU is allowed to dbhost")
+	}
+	return online, usable, nil
+}
+
+// startPairs starts one pair of pinned threads on each CPU and waits until
+// all are pinned. stop ends them all; it is to be called whatever the
+// error.
+func startPairs(cpus []int) (pairs []*pair, stop func(), err error) {
+	pairs = make([]*pair, len(cpus))
+	var stopped atomic.Bool
 	var ready, running sync.WaitGroup
 	var pinErr atomic.Value
 	for i, c := range cpus {
@@ -163,14 +195,14 @@ func Probe(ctx context.Context, h *host.Host, d time.Duration) (*ProbeResult, er
 			running.Add(1)
 			go func() {
 				defer running.Done()
-				p.run(side, c, &stop, &ready, &pinErr)
+				p.run(side, c, &stopped, &ready, &pinErr)
 			}()
 		}
 	}
-	defer func() {
+	stop = func() {
 		// A side may check stop just before it is set and wait after its
 		// partner has left: wake the pairs until every thread is out.
-		stop.Store(true)
+		stopped.Store(true)
 		out := make(chan struct{})
 		go func() { running.Wait(); close(out) }()
 		for {
@@ -183,51 +215,54 @@ func Probe(ctx context.Context, h *host.Host, d time.Duration) (*ProbeResult, er
 			case <-time.After(time.Millisecond):
 			}
 		}
-	}()
+	}
 	ready.Wait()
 	if err, _ := pinErr.Load().(error); err != nil {
-		return nil, fmt.Errorf("pinning a thread to a CPU: %w", err)
+		return pairs, stop, fmt.Errorf("pinning a thread to a CPU: %w", err)
 	}
+	return pairs, stop, nil
+}
 
-	mark := func() (probeMark, error) {
-		var m probeMark
-		st, err := h.KernelStat()
-		if err != nil {
-			return m, err
-		}
-		m.at, m.ctxt = time.Now(), st.ContextSwitches
-		for _, p := range pairs {
-			m.handoffs += p.count.Load()
-		}
-		var ru unix.Rusage
-		if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-			return m, err
-		}
-		m.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		return m, nil
-	}
-	// Warm up: threads settle on their CPUs, caches fill.
-	if err := sleep(ctx, min(max(d/10, 20*time.Millisecond), 200*time.Millisecond)); err != nil {
-		return nil, err
-	}
-	n := min(max(int(d/(100*time.Millisecond)), 3), 30)
-	step := d / time.Duration(n)
-	start, err := mark()
+// markProbe reads the counters at a sub-run boundary: the host's switches,
+// the pairs' hand-offs and dbhost's CPU time.
+func markProbe(h *host.Host, pairs []*pair) (probeMark, error) {
+	var m probeMark
+	st, err := h.KernelStat()
 	if err != nil {
-		return nil, err
+		return m, err
 	}
-	r := &ProbeResult{Version: stateVersion, Measured: start.at.UTC(), CPUs: len(online), PinnedCPUs: cpus, SubRuns: n, Method: probeMethod}
+	m.at, m.ctxt = time.Now(), st.ContextSwitches
+	for _, p := range pairs {
+		m.handoffs += p.count.Load()
+	}
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return m, err
+	}
+	m.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return m, nil
+}
+
+// subRuns measures r.SubRuns sub-runs of step each and fills r's figures:
+// the observed rates from the sub-run with the most hand-offs, the cost
+// per switch from the cheap end of all of them.
+func subRuns(ctx context.Context, h *host.Host, pairs []*pair, step time.Duration, r *ProbeResult) error {
+	start, err := markProbe(h, pairs)
+	if err != nil {
+		return err
+	}
+	r.Version, r.Measured = stateVersion, start.at.UTC()
 	prev := start
 	var best, bestEnd probeMark
 	bestRate := -1.0
 	var costs []float64
-	for i := 0; i < n; i++ {
+	for i := 0; i < r.SubRuns; i++ {
 		if err := sleep(ctx, step); err != nil {
-			return nil, err
+			return err
 		}
-		m, err := mark()
+		m, err := markProbe(h, pairs)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		secs := m.at.Sub(prev.at).Seconds()
 		r.SubRunSwitches = append(r.SubRunSwitches, float64(m.ctxt-prev.ctxt)/secs)
@@ -244,22 +279,18 @@ func Probe(ctx context.Context, h *host.Host, d time.Duration) (*ProbeResult, er
 	switches := float64(bestEnd.ctxt - best.ctxt)
 	handoffs := float64(bestEnd.handoffs - best.handoffs)
 	if switches <= 0 || handoffs <= 0 {
-		return nil, errors.New("the threads did not switch: the host gave them no CPU time")
+		return errors.New("the threads did not switch: the host gave them no CPU time")
 	}
 	r.Handoffs = handoffs / secs
 	r.Switches = switches / secs
 	r.SwitchesPerHandoff = switches / handoffs
 	if len(costs) == 0 {
-		return nil, errors.New("the probe used no CPU time")
+		return errors.New("the probe used no CPU time")
 	}
 	// The tenth percentile: the least costly sub-runs, but not a lone one
 	// whose count other processes' switches inflated.
 	slices.Sort(costs)
 	r.CostNS = costs[len(costs)/10]
 	r.PerCore = 1e9 / r.CostNS
-	if k := h.Read("/proc/sys/kernel/osrelease"); k.OK() {
-		r.Kernel = k.Value
-	}
-	r.CPUModel = cpuModel(h)
-	return r, nil
+	return nil
 }

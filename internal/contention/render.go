@@ -26,7 +26,12 @@ func WriteText(w io.Writer, r *Report) error {
 	ew := &textio.ErrWriter{W: w}
 	p := func(format string, args ...any) { fmt.Fprintf(ew, format, args...) }
 	hf := r.Host
-	p("dbhost contention: %.1f s ending %s, %d CPUs\n", r.Seconds, r.Time.Local().Format("15:04:05"), hf.CPUs)
+	if r.Snapshot != "" {
+		p("dbhost contention: snapshot %s taken %s, %d CPUs\n", r.Snapshot, r.Time.Local().Format("2006-01-02 15:04:05"), hf.CPUs)
+		p("  %s; shown: what one sample tells\n", oneSample)
+	} else {
+		p("dbhost contention: %.1f s ending %s, %d CPUs\n", r.Seconds, r.Time.Local().Format("15:04:05"), hf.CPUs)
+	}
 	p("Capacity: %s\n", r.Capacity.Note)
 
 	p("\nHost\n")
@@ -46,9 +51,14 @@ func WriteText(w io.Writer, r *Report) error {
 	}
 	if hf.Busy.OK() {
 		p("  CPU busy   %.0f%%   [%s]\n", hf.Busy.Value, hf.Busy.Source)
+	} else if r.Snapshot != "" {
+		p("  CPU busy   unknown: %s\n", hf.Busy.Err)
 	}
 	rq := hf.RunQueue
-	if rq.Err == "" {
+	if rq.Err == "" && r.Snapshot != "" {
+		p("  run queue  %d running (dbhost included), %d blocked; load %.2f %.2f %.2f   [%s]\n",
+			rq.RunningEnd, rq.Blocked, rq.Load[0], rq.Load[1], rq.Load[2], rq.Source)
+	} else if rq.Err == "" {
 		p("  run queue  %d running at start, %d at end (dbhost included), %d blocked; load %.2f %.2f %.2f   [%s]\n",
 			rq.RunningStart, rq.RunningEnd, rq.Blocked, rq.Load[0], rq.Load[1], rq.Load[2], rq.Source)
 	} else {
@@ -61,41 +71,7 @@ func WriteText(w io.Writer, r *Report) error {
 		p("\nDatabases   [switches: %s]\n", taskSource)
 	}
 	for _, in := range r.Instances {
-		p("  %s  %s, pid %d\n", in.Name, in.Flavor, in.PID)
-		if in.Err != "" {
-			p("    %s\n", in.Err)
-		}
-		p("    %d processes, %d threads counted", in.Processes, in.Threads)
-		if in.ProcessesCame+in.ProcessesWent+in.ThreadsCame+in.ThreadsWent > 0 {
-			p(" (not counted: %d processes and %d threads came, %d processes and %d threads went)", in.ProcessesCame, in.ThreadsCame, in.ProcessesWent, in.ThreadsWent)
-		}
-		if in.Unreadable > 0 {
-			p("; %d threads unreadable", in.Unreadable)
-		}
-		p("\n    switches %s/s (voluntary %s/s, involuntary %s/s), CPU %.2f cores\n", human(in.Switches), human(in.Voluntary), human(in.Involuntary), in.CPUCores)
-		q := in.Queries
-		if q.Err != "" {
-			p("    queries unknown: %s\n", q.Err)
-		} else {
-			via := ""
-			if q.Via != "" {
-				via = " via " + q.Via
-			}
-			p("    queries %s/s (%d, dbhost's own %d subtracted)   [%s%s]\n", human(q.PerSecond), q.Count, q.Own, q.Source, via)
-			if q.Note != "" {
-				p("    %s\n", q.Note)
-			}
-		}
-		if in.PerQuery != nil {
-			p("    %.1f switches per query\n", *in.PerQuery)
-		}
-		for i, pf := range in.Procs {
-			if i == topProcesses {
-				p("    ... %d more processes\n", len(in.Procs)-topProcesses)
-				break
-			}
-			p("      %7d %-16s %3d threads  %8s/s vol %8s/s invol  %.2f cores\n", pf.PID, pf.Comm, pf.Threads, human(pf.Voluntary), human(pf.Involuntary), pf.CPUCores)
-		}
+		writeInstance(p, in, r.Snapshot != "")
 	}
 
 	p("\nVerdicts\n")
@@ -106,6 +82,53 @@ func WriteText(w io.Writer, r *Report) error {
 		p("\nnote: %s\n", n)
 	}
 	return ew.Err
+}
+
+// writeInstance writes one instance's figures; from one sample (a
+// snapshot) there are no rates to write.
+func writeInstance(p func(string, ...any), in InstanceFigures, single bool) {
+	p("  %s  %s, pid %d\n", in.Name, in.Flavor, in.PID)
+	if in.Err != "" {
+		p("    %s\n", in.Err)
+	}
+	p("    %d processes, %d threads counted", in.Processes, in.Threads)
+	if in.ProcessesCame+in.ProcessesWent+in.ThreadsCame+in.ThreadsWent > 0 {
+		p(" (not counted: %d processes and %d threads came, %d processes and %d threads went)", in.ProcessesCame, in.ThreadsCame, in.ProcessesWent, in.ThreadsWent)
+	}
+	if in.Unreadable > 0 {
+		p("; %d threads unreadable", in.Unreadable)
+	}
+	p("\n")
+	if !single {
+		p("    switches %s/s (voluntary %s/s, involuntary %s/s), CPU %.2f cores\n", human(in.Switches), human(in.Voluntary), human(in.Involuntary), in.CPUCores)
+	}
+	q := in.Queries
+	if q.Err != "" {
+		p("    queries unknown: %s\n", q.Err)
+	} else {
+		via := ""
+		if q.Via != "" {
+			via = " via " + q.Via
+		}
+		p("    queries %s/s (%d, dbhost's own %d subtracted)   [%s%s]\n", human(q.PerSecond), q.Count, q.Own, q.Source, via)
+		if q.Note != "" {
+			p("    %s\n", q.Note)
+		}
+	}
+	if in.PerQuery != nil {
+		p("    %.1f switches per query\n", *in.PerQuery)
+	}
+	for i, pf := range in.Procs {
+		if i == topProcesses {
+			p("    ... %d more processes\n", len(in.Procs)-topProcesses)
+			break
+		}
+		if single {
+			p("      %7d %-16s %3d threads\n", pf.PID, pf.Comm, pf.Threads)
+			continue
+		}
+		p("      %7d %-16s %3d threads  %8s/s vol %8s/s invol  %.2f cores\n", pf.PID, pf.Comm, pf.Threads, human(pf.Voluntary), human(pf.Involuntary), pf.CPUCores)
+	}
 }
 
 func mark(status string) string {

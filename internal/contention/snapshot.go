@@ -29,6 +29,8 @@ type Snapshot struct {
 	tableErr  error
 	insts     []instSnap
 	notes     []string
+	// recorded is the archive a recorded host's sample was read from.
+	recorded string
 }
 
 // instSnap is one instance at one moment.
@@ -71,6 +73,9 @@ func (s *Sampler) Sample(ctx context.Context) *Snapshot {
 	}
 	sn.stat, sn.statErr = s.h.KernelStat()
 	sn.at = time.Now()
+	if !s.h.Live() {
+		sn.at, sn.recorded = s.h.Manifest().CollectedAt, s.h.Source()
+	}
 	sn.load, sn.loadErr = s.h.LoadAvg()
 	for _, t := range s.targets {
 		is := instSnap{t: t}

@@ -25,6 +25,11 @@ type Options struct {
 	NoConnect bool
 	// Timeout bounds each live connection.
 	Timeout time.Duration
+	// NoInspect finds instances without inspecting them: engine, main
+	// process and listening sockets, Port the lowest TCP port listened on.
+	// No configuration is read, no command run, no connection made; for
+	// commands that only group processes by instance (dbhost mem).
+	NoInspect bool
 }
 
 // Table is the host's process table.
@@ -180,6 +185,10 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup
 	for i, j := range jobs {
+		if opts.NoInspect {
+			out[i] = &Instance{Engine: j.d.Engine(), PID: j.p.PID, Comm: j.p.Comm, UID: j.p.UID, GID: j.p.GID, User: j.p.User}
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -209,6 +218,15 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 		found = append(found, inst)
 	}
 	AttachListeners(h, found)
+	if opts.NoInspect {
+		for _, in := range found {
+			for _, l := range in.Listen {
+				if l.Proto != "unix" && l.Port > 0 && (in.Port == 0 || l.Port < in.Port) {
+					in.Port = l.Port // the lowest: 3306 before the X protocol's 33060
+				}
+			}
+		}
+	}
 	SortInstances(found)
 	uniqueNames(found)
 	return found, notes

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"sort"
@@ -69,7 +68,10 @@ type scanner struct {
 
 var errNoQuery = errors.New("PROCMAP_QUERY not used")
 
-// Scan reads the host's memory once.
+// Scan reads the host's memory once: every process, then the shared
+// regions they map, the instances they belong to and the host's view, and
+// last what of it is shown. The accounting uses every process whatever is
+// shown.
 func Scan(ctx context.Context, h *host.Host, opt Options) (*Report, error) {
 	s := &scanner{h: h, st: opt.Stater}
 	if s.st == nil {
@@ -80,18 +82,45 @@ func Scan(ctx context.Context, h *host.Host, opt Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process table: %w", err)
 	}
-	if b, err := h.ReadFile("/proc/self/mountinfo"); err == nil {
+	s.readMounts(r)
+	procs := s.readProcs(ctx, pids, opt.Workers)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	table := processTable(h, procs)
+	live := liveProcs(r, procs, s.asRoot())
+	if len(live) == 0 && !h.Live() {
+		return nil, fmt.Errorf("%s holds no memory readings of any process (maps, smaps_rollup): it was collected by a dbhost that did not record them; collect it again", h.Source())
+	}
+	regions := s.sharedRegions(r, procs, live)
+	// The instances, found the way every command finds them, without
+	// inspecting them: their configuration, version and live settings are
+	// not needed to group processes.
+	insts, notes := engine.Discover(ctx, h, table, engine.Options{NoInspect: true})
+	r.Notes = append(r.Notes, notes...)
+	byPID := accountInstances(r, insts, table, procs, live, regions)
+	s.hostView(r, live, regions)
+	shown, regions := selectShown(r, opt, live, regions)
+	s.numa(r, opt, shown, byPID)
+	fillShown(r, shown, regions)
+	return r, nil
+}
+
+// readMounts reads the mount table that tells shared memory objects from
+// other files.
+func (s *scanner) readMounts(r *Report) {
+	if b, err := s.h.ReadFile("/proc/self/mountinfo"); err == nil {
 		s.mounts = parseMountinfo(b)
 	} else {
 		s.mounts = parseMountinfo(nil)
 		r.Notes = append(r.Notes, "mount table unreadable ("+host.Explain(err)+"): POSIX shm, tmpfs and hugetlbfs files are not recognised")
 	}
-	procs := s.readProcs(ctx, pids, opt.Workers)
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	// The process table (for the engines' detectors and the instances'
-	// descendants) comes from the same status reads.
+}
+
+// processTable is the process table (for the engines' detectors and the
+// instances' descendants) from the same status reads as the memory
+// figures; it names each process's user.
+func processTable(h *host.Host, procs []*proc) *engine.Table {
 	entries := make([]engine.Process, 0, len(procs))
 	for _, p := range procs {
 		if p != nil && !p.gone {
@@ -104,13 +133,19 @@ func Scan(ctx context.Context, h *host.Host, opt Options) (*Report, error) {
 			p.User = table.UserName(p.uid)
 		}
 	}
+	return table
+}
+
+// liveProcs are the processes read whole; the others are counted in
+// r.Unreadable by reason (those that exited or hold no memory are not).
+func liveProcs(r *Report, procs []*proc, asRoot bool) []*proc {
 	reasons := map[string]int{}
 	var live []*proc
 	for _, p := range procs {
 		switch {
 		case p == nil, p.gone, p.kernel:
 		case p.err != nil:
-			reasons[explainShort(p.err)]++
+			reasons[explainShort(p.err, asRoot)]++
 		default:
 			live = append(live, p)
 		}
@@ -120,7 +155,13 @@ func Scan(ctx context.Context, h *host.Host, opt Options) (*Report, error) {
 		r.Unreadable = append(r.Unreadable, Unreadable{Count: n, Reason: why})
 	}
 	sort.Slice(r.Unreadable, func(a, b int) bool { return r.Unreadable[a].Count > r.Unreadable[b].Count })
+	return live
+}
 
+// sharedRegions groups the live processes' mappings into regions, splits
+// each process's memory into its share of them and its own, sizes the
+// regions and adds the shared memory no process maps.
+func (s *scanner) sharedRegions(r *Report, procs, live []*proc) []*Region {
 	regions := s.collectRegions(live)
 	shares := map[int][]*Mapper{}
 	for _, rg := range regions {
@@ -132,7 +173,7 @@ func Scan(ctx context.Context, h *host.Host, opt Options) (*Report, error) {
 		finishProc(p, shares)
 	}
 	sysv := map[uint64]sysvSeg{}
-	if b, err := h.ReadFile("/proc/sysvipc/shm"); err == nil {
+	if b, err := s.h.ReadFile("/proc/sysvipc/shm"); err == nil {
 		sysv = parseSysVShm(b)
 	} else if !host.IsNotExist(err) {
 		r.Notes = append(r.Notes, "System V segments: "+host.Explain(err))
@@ -142,7 +183,7 @@ func Scan(ctx context.Context, h *host.Host, opt Options) (*Report, error) {
 	// processes it could not read (by user); as root an unreadable process
 	// is outside its reach (another container's), so none.
 	var unreadUIDs map[int]bool
-	if os.Geteuid() != 0 {
+	if !s.asRoot() {
 		unreadUIDs = map[int]bool{}
 		for _, p := range procs {
 			if p != nil && p.err != nil {
@@ -150,9 +191,14 @@ func Scan(ctx context.Context, h *host.Host, opt Options) (*Report, error) {
 			}
 		}
 	}
-	regions = append(regions, s.orphans(regions, sysv, unreadUIDs)...)
+	return append(regions, s.orphans(regions, sysv, unreadUIDs)...)
+}
 
-	insts := findInstances(h, table)
+// accountInstances adds the instances to the report, each with its
+// processes (the main one and its descendants), their memory and the
+// regions charged to it; it tags each live process with its instance and
+// returns the live processes by PID.
+func accountInstances(r *Report, insts []*engine.Instance, table *engine.Table, procs, live []*proc, regions []*Region) map[int]*proc {
 	pidInst := map[int]*Instance{}
 	for _, in := range insts {
 		ri := Instance{Name: instanceName(in), Engine: string(in.Engine), PID: in.PID, Port: in.Port, DataDir: in.DataDir}
@@ -193,10 +239,14 @@ func Scan(ctx context.Context, h *host.Host, opt Options) (*Report, error) {
 		}
 		in.Total = in.RegionsResident + in.Own
 	}
+	return byPID
+}
 
-	s.hostView(r, live, regions)
-
-	// Selection: what is shown. The accounting above used everything.
+// selectShown applies --pid and --engine: it keeps the instances and
+// regions that hold a selected process (or belong to a selected
+// instance) and returns the processes to show. The accounting before it
+// used everything.
+func selectShown(r *Report, opt Options, live []*proc, regions []*Region) ([]*proc, []*Region) {
 	sel := selector(opt, r.Instances)
 	r.Filtered = len(opt.PIDs) > 0 || opt.Engine != ""
 	if r.Filtered {
@@ -236,7 +286,12 @@ func Scan(ctx context.Context, h *host.Host, opt Options) (*Report, error) {
 			shown = append(shown, p)
 		}
 	}
-	s.numa(r, opt, shown, byPID)
+	return shown, regions
+}
+
+// fillShown puts the shown processes and regions in the report, largest
+// first.
+func fillShown(r *Report, shown []*proc, regions []*Region) {
 	r.Processes = make([]Process, 0, len(shown))
 	for _, p := range shown {
 		r.Processes = append(r.Processes, p.Process)
@@ -250,7 +305,6 @@ func Scan(ctx context.Context, h *host.Host, opt Options) (*Report, error) {
 		r.Instances = []Instance{}
 	}
 	SortProcesses(r.Processes, "pss")
-	return r, nil
 }
 
 // selector says whether a process is shown: every process, or those given
@@ -299,34 +353,6 @@ func SortProcesses(ps []Process, by string) {
 		}
 		return ps[a].PID < ps[b].PID
 	})
-}
-
-// findInstances finds the database servers the way discovery does (each
-// engine's detector recognises a main server process in the process table)
-// and their ports from the sockets they listen on. It inspects nothing
-// else: engine.Discover would also read configurations and run each
-// server's --version, tens of milliseconds that memory accounting does not
-// need.
-func findInstances(h *host.Host, t *engine.Table) []*engine.Instance {
-	var out []*engine.Instance
-	for _, p := range t.Procs {
-		for _, d := range engine.Detectors() {
-			if d.Match(p, t) {
-				out = append(out, &engine.Instance{Engine: d.Engine(), PID: p.PID, Comm: p.Comm, UID: p.UID, User: p.User})
-				break
-			}
-		}
-	}
-	engine.AttachListeners(h, out)
-	for _, in := range out {
-		for _, l := range in.Listen {
-			if l.Proto != "unix" && l.Port > 0 && (in.Port == 0 || l.Port < in.Port) {
-				in.Port = l.Port // the lowest: 3306 before the X protocol's 33060
-			}
-		}
-	}
-	engine.SortInstances(out)
-	return out
 }
 
 func instanceName(in *engine.Instance) string {
@@ -422,93 +448,141 @@ func (s *scanner) readProc(pid int, buf []byte) (*proc, []byte) {
 	readSmaps := st.Hugetlb > 0 || !st.hasSplit
 	var tot Counters
 	if !readSmaps {
-		var regs []Mapping
-		keep := func(h *Header) {
-			if _, ok := s.mounts.classify(h); ok {
-				regs = append(regs, Mapping{Start: h.Start, End: h.End, Perms: h.Perms, Offset: h.Offset, Major: h.Major,
-					Minor: h.Minor, Inode: h.Inode, Path: string(h.Path), Counters: Counters{Size: h.End - h.Start}})
-			}
-		}
-		var vmas []host.VMA
-		err = errNoQuery
-		if !s.noQuery.Load() {
-			vmas, err = s.h.SharedFileMappings(pid)
-		}
-		switch {
-		case err == nil:
-			for _, v := range vmas {
-				keep(&Header{Start: v.Start, End: v.End, Perms: v.Perms, Offset: v.Offset, Major: v.Major, Minor: v.Minor,
-					Inode: v.Inode, Path: []byte(v.Name)})
-			}
-		case host.IsNotExist(err) || host.IsPermission(err):
-			return p.fail(err), buf
-		default:
-			if err != errNoQuery {
-				s.noQuery.Store(true) // no PROCMAP_QUERY here: maps from now on
-			}
-			buf, err = s.h.ReadFileInto(base+"maps", buf)
-			if err != nil {
-				return p.fail(err), buf
-			}
-			ParseMaps(buf, keep)
-		}
-		p.Source = "smaps_rollup"
-		buf, err = s.h.ReadFileInto(base+"smaps_rollup", buf)
-		switch {
-		case err == nil && len(buf) == 0:
-			p.kernel = true // its memory went away: exiting
-			return p, buf
-		case err == nil:
-			tot, _ = ParseSmaps(buf, nil)
-			p.maps = regs
-			if st.RssShmem == 0 {
-				for i := range p.maps {
-					p.maps[i].scanned = true // no page of any region
-				}
-			} else if len(regs) > 0 {
-				if err := s.present(pid, p.maps); err != nil {
-					if host.IsNotExist(err) {
-						return p.fail(err), buf
-					}
-					readSmaps = true
-				}
-			}
-		case host.IsNotExist(err):
-			readSmaps = true // no rollup before Linux 4.14
-		default:
-			return p.fail(err), buf
+		var done bool
+		tot, readSmaps, done, buf = s.readRollup(p, st, base, buf)
+		if done {
+			return s.notRecorded(p), buf
 		}
 	}
 	if readSmaps {
-		p.Source = "smaps"
-		buf, err = s.h.ReadFileInto(base+"smaps", buf)
-		if err != nil {
-			return p.fail(err), buf
-		}
-		if len(buf) == 0 {
-			p.kernel = true
-			return p, buf
-		}
-		tot, p.maps = ParseSmaps(buf, func(h *Header) bool {
-			_, ok := s.mounts.classify(h)
-			return ok
-		})
-		// Its pages too, so that the regions it shares with processes read
-		// the other way are computed from everyone's pages.
-		if len(p.maps) > 0 && st.RssShmem > 0 {
-			s.present(pid, p.maps)
+		var done bool
+		tot, done, buf = s.readSmaps(p, st, base, buf)
+		if done {
+			return s.notRecorded(p), buf
 		}
 	}
+	p.setTotals(tot, readSmaps)
+	return p, buf
+}
+
+var errNotRecorded = errors.New("its memory (maps, smaps_rollup) is not in the snapshot (collected by an older dbhost, or it exited during the collection)")
+
+// notRecorded tells a process a snapshot has the status of but not the
+// memory from one that exited: on a snapshot it is unreadable, not gone.
+func (s *scanner) notRecorded(p *proc) *proc {
+	if p.gone && !s.h.Live() {
+		p.gone, p.err = false, errNotRecorded
+	}
+	return p
+}
+
+// readRollup reads a process's shared region mappings (PROCMAP_QUERY, else
+// maps) and its totals from smaps_rollup, and which pages of its regions
+// are present. smaps is needed instead (readSmaps) when there is no rollup
+// or the pages cannot be read; done means p is complete (failed, exited or
+// without memory).
+func (s *scanner) readRollup(p *proc, st procStatus, base string, buf []byte) (tot Counters, readSmaps, done bool, _ []byte) {
+	pid := p.PID
+	var regs []Mapping
+	keep := func(h *Header) {
+		if _, ok := s.mounts.classify(h); ok {
+			regs = append(regs, Mapping{Start: h.Start, End: h.End, Perms: h.Perms, Offset: h.Offset, Major: h.Major,
+				Minor: h.Minor, Inode: h.Inode, Path: string(h.Path), Counters: Counters{Size: h.End - h.Start}})
+		}
+	}
+	var vmas []host.VMA
+	err := errNoQuery
+	if !s.noQuery.Load() {
+		vmas, err = s.h.SharedFileMappings(pid)
+	}
+	switch {
+	case err == nil:
+		for _, v := range vmas {
+			keep(&Header{Start: v.Start, End: v.End, Perms: v.Perms, Offset: v.Offset, Major: v.Major, Minor: v.Minor,
+				Inode: v.Inode, Path: []byte(v.Name)})
+		}
+	case host.IsNotExist(err) || host.IsPermission(err):
+		p.fail(err)
+		return tot, false, true, buf
+	default:
+		if err != errNoQuery {
+			s.noQuery.Store(true) // no PROCMAP_QUERY here: maps from now on
+		}
+		buf, err = s.h.ReadFileInto(base+"maps", buf)
+		if err != nil {
+			p.fail(err)
+			return tot, false, true, buf
+		}
+		ParseMaps(buf, keep)
+	}
+	p.Source = "smaps_rollup"
+	buf, err = s.h.ReadFileInto(base+"smaps_rollup", buf)
+	switch {
+	case err == nil && len(buf) == 0:
+		p.kernel = true // its memory went away: exiting
+		return tot, false, true, buf
+	case err == nil:
+		tot, _ = ParseSmaps(buf, nil)
+		p.maps = regs
+		if st.RssShmem == 0 {
+			for i := range p.maps {
+				p.maps[i].scanned = true // no page of any region
+			}
+		} else if len(regs) > 0 {
+			if err := s.present(pid, p.maps); err != nil {
+				if host.IsNotExist(err) {
+					p.fail(err)
+					return tot, false, true, buf
+				}
+				readSmaps = true
+			}
+		}
+	case host.IsNotExist(err):
+		readSmaps = true // no rollup before Linux 4.14
+	default:
+		p.fail(err)
+		return tot, false, true, buf
+	}
+	return tot, readSmaps, false, buf
+}
+
+// readSmaps reads a process's totals and its region mappings from smaps,
+// mapping by mapping; done means p is complete (failed or exiting).
+func (s *scanner) readSmaps(p *proc, st procStatus, base string, buf []byte) (tot Counters, done bool, _ []byte) {
+	p.Source = "smaps"
+	buf, err := s.h.ReadFileInto(base+"smaps", buf)
+	if err != nil {
+		p.fail(err)
+		return tot, true, buf
+	}
+	if len(buf) == 0 {
+		p.kernel = true
+		return tot, true, buf
+	}
+	tot, p.maps = ParseSmaps(buf, func(h *Header) bool {
+		_, ok := s.mounts.classify(h)
+		return ok
+	})
+	// Its pages too, so that the regions it shares with processes read
+	// the other way are computed from everyone's pages.
+	if len(p.maps) > 0 && st.RssShmem > 0 {
+		s.present(p.PID, p.maps)
+	}
+	return tot, false, buf
+}
+
+// setTotals fills a process's figures from its smaps or smaps_rollup
+// totals.
+func (p *proc) setTotals(tot Counters, fromSmaps bool) {
 	if p.Anon == 0 && p.File == 0 && p.Shmem == 0 {
 		p.Anon = tot.Anonymous // status without the split (before Linux 4.5)
 	}
 	p.RSS, p.PSS, p.USS = tot.Rss, tot.Pss, tot.USS()
 	p.Swap, p.SwapPSS = tot.Swap, tot.SwapPss
 	p.PSSAnon, p.PSSFile, p.PSSShmem = tot.PssAnon, tot.PssFile, tot.PssShmem
-	p.pssAnonOK = tot.HasPssAnon || readSmaps // smaps: estimated per mapping
+	p.pssAnonOK = tot.HasPssAnon || fromSmaps // smaps: estimated per mapping
 	p.Hugetlb = tot.SharedHugetlb + tot.PrivateHugetlb
 	p.THP = tot.AnonHugePages
-	return p, buf
 }
 
 // present reads which pages of each region mapping are present.
@@ -564,10 +638,14 @@ func sub(a, b uint64) uint64 {
 	return a - b
 }
 
+// asRoot reports whether the processes were read as root: by this
+// process, or by the one that collected a snapshot.
+func (s *scanner) asRoot() bool { return s.h.Manifest().AsRoot() }
+
 // explainShort groups errors for the one-line unreadable summary.
-func explainShort(err error) string {
+func explainShort(err error, asRoot bool) string {
 	if host.IsPermission(err) {
-		if os.Geteuid() == 0 {
+		if asRoot {
 			// Root is refused by ptrace access rules for some processes
 			// (another user namespace, a process marked non-dumpable).
 			return "permission denied even to root (ptrace access check: another user namespace or a non-dumpable process)"
