@@ -161,13 +161,13 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 		opts.Timeout = 3 * time.Second
 	}
 	type job struct {
-		d Detector
+		d Profile
 		p Process
 	}
 	var jobs []job
 	var notes []string
 	for _, p := range t.Procs {
-		for _, d := range Detectors() {
+		for _, d := range Profiles() {
 			if !d.Match(p, t) {
 				continue
 			}
@@ -186,15 +186,15 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 	var wg sync.WaitGroup
 	for i, j := range jobs {
 		if opts.NoInspect {
-			out[i] = &Instance{Engine: j.d.Engine(), PID: j.p.PID, Comm: j.p.Comm, UID: j.p.UID, GID: j.p.GID, User: j.p.User}
+			out[i] = &Instance{Engine: j.d.Engine(), PID: j.p.PID, Comm: j.p.Comm, UID: j.p.UID, GID: j.p.GID, User: j.p.User, profile: j.d}
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			out[i], errs[i] = j.d.Inspect(ctx, h, j.p, t, opts)
-			if p, ok := j.d.(Profile); ok && out[i] != nil {
-				out[i].profile = p
+			if out[i] != nil {
+				out[i].profile = j.d
 			}
 		}()
 	}

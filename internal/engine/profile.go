@@ -233,15 +233,6 @@ func Profiles() []Profile {
 	return append([]Profile(nil), profiles...)
 }
 
-// Detectors returns the registered profiles as detectors.
-func Detectors() []Detector {
-	var out []Detector
-	for _, p := range Profiles() {
-		out = append(out, p)
-	}
-	return out
-}
-
 // Profile is the instance's profile: the one that found it, else its
 // engine's.
 func (i *Instance) Profile() Profile {

@@ -30,7 +30,7 @@ func inspect(t *testing.T, pid int) *engine.Instance {
 	if !ok {
 		t.Fatalf("pid %d not in the process table", pid)
 	}
-	for _, d := range engine.Detectors() {
+	for _, d := range engine.Profiles() {
 		if d.Engine() != engine.MongoDB {
 			continue
 		}

@@ -23,7 +23,7 @@ import (
 
 func detector(t *testing.T) engine.Detector {
 	t.Helper()
-	for _, d := range engine.Detectors() {
+	for _, d := range engine.Profiles() {
 		if d.Engine() == engine.Postgres {
 			return d
 		}

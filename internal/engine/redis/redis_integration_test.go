@@ -37,7 +37,7 @@ func inspect(t *testing.T, pid int, opts engine.Options) *engine.Instance {
 	if opts.Timeout == 0 {
 		opts.Timeout = 3 * time.Second
 	}
-	for _, d := range engine.Detectors() {
+	for _, d := range engine.Profiles() {
 		if d.Engine() != engine.Redis {
 			continue
 		}
