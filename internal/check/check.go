@@ -192,8 +192,9 @@ func matchAny(id string, pats []string) bool {
 }
 
 // Run evaluates the selected checks. A check that panics yields an unknown
-// finding instead of taking the audit down.
-func Run(f *facts.Facts, sel Selector, fc fix.Context) []Finding {
+// finding instead of taking the audit down. A failing finding carries its
+// fix as the check gave it; RenderFixes adds the commands and files.
+func Run(f *facts.Facts, sel Selector) []Finding {
 	var out []Finding
 	for _, c := range All() {
 		if !sel.Match(c.ID) {
@@ -209,16 +210,33 @@ func Run(f *facts.Facts, sel Selector, fc fix.Context) []Finding {
 				fd.Evidence = []Evidence{}
 			}
 			if r.Status == Fail && !r.Fix.Empty() {
-				fx := *r.Fix
-				fx.Runtime = fix.RuntimeCommands(&fx)
-				fx.Files = fix.Render(fc, []fix.Item{{ID: c.ID, Subject: r.Subject, Fix: &fx}})
-				fd.Fix = &fx
+				fd.Fix = r.Fix
 			}
 			out = append(out, fd)
 		}
 	}
 	Sort(out)
 	return out
+}
+
+// RenderFixes completes each fix of findings (from Run) for showing it: the
+// commands that apply it now (Runtime) and its persistent files alone
+// (Files). Call it once: the commands are derived from the fix as the
+// check gave it. `dbhost fix` does not need it, it renders all fixes
+// together.
+func RenderFixes(fds []Finding, fc fix.Context) {
+	for i := range fds {
+		fd := &fds[i]
+		if fd.Fix == nil {
+			continue
+		}
+		// A copy: the check's fix may be shared, and judging stays
+		// repeatable on the same facts.
+		fx := *fd.Fix
+		fx.Runtime = fix.RuntimeCommands(&fx)
+		fx.Files = fix.Render(fc, []fix.Item{{ID: fd.ID, Subject: fd.Subject, Fix: &fx}})
+		fd.Fix = &fx
+	}
 }
 
 func runOne(c *Check, f *facts.Facts) (res []Result) {
