@@ -8,6 +8,7 @@ package check
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -110,6 +111,14 @@ type Check struct {
 	// and docs/checks.md.
 	Doc  string
 	Refs []string
+	// Sysctls names the kernel parameters Run reads (f.SysctlReading);
+	// Register has the facts gather them. A name read but not declared
+	// reads as "not gathered" (TestSysctlsDeclared catches it).
+	Sysctls []string
+	// AllSysctls: Run reads every gathered kernel parameter, whoever
+	// declared it (sysctl.drift compares each with its next-boot value).
+	// Its own Sysctls are then parameters it alone wants gathered.
+	AllSysctls bool
 	// Run judges the facts. It returns no result when the check does not
 	// apply (no such engine, no such device).
 	Run func(f *facts.Facts) []Result
@@ -131,6 +140,12 @@ func Register(c Check) {
 	if _, dup := registry[c.ID]; dup {
 		panic("check: duplicate ID " + c.ID)
 	}
+	for _, n := range c.Sysctls {
+		if n == "" || strings.ContainsAny(n, "*/ ") {
+			panic("check: " + c.ID + " declares kernel parameter " + strconv.Quote(n) + " (want a dotted name)")
+		}
+	}
+	facts.WantSysctl(c.Sysctls...)
 	registry[c.ID] = &c
 }
 
