@@ -25,17 +25,17 @@ func BenchmarkAuditLive(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		f := facts.Gather(ctx, h, facts.Options{})
-		check.Run(f, check.Selector{}, fix.ContextFrom(f))
+		check.RenderFixes(check.Run(f, check.Selector{}), fix.ContextFrom(f))
 	}
 }
 
 // BenchmarkJudge runs the catalog on already gathered facts: the cost of the
-// checks alone.
+// checks alone, with their fixes rendered as audit does.
 func BenchmarkJudge(b *testing.B) {
 	f := fixture.Facts(b, "baseline")
 	b.ReportAllocs()
 	for b.Loop() {
-		check.Run(f, check.Selector{}, fix.ContextFrom(f))
+		check.RenderFixes(check.Run(f, check.Selector{}), fix.ContextFrom(f))
 	}
 }
 
@@ -51,7 +51,7 @@ func BenchmarkAuditSnapshot(b *testing.B) {
 			b.Fatal(err)
 		}
 		f := facts.Gather(ctx, h, facts.Options{})
-		check.Run(f, check.Selector{}, fix.ContextFrom(f))
+		check.RenderFixes(check.Run(f, check.Selector{}), fix.ContextFrom(f))
 		h.Close()
 	}
 }

@@ -8,6 +8,7 @@ package check
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -111,6 +112,14 @@ type Check struct {
 	// and docs/checks.md.
 	Doc  string
 	Refs []string
+	// Sysctls names the kernel parameters Run reads (f.SysctlReading);
+	// Register has the facts gather them. A name read but not declared
+	// reads as "not gathered" (TestSysctlsDeclared catches it).
+	Sysctls []string
+	// AllSysctls: Run reads every gathered kernel parameter, whoever
+	// declared it (sysctl.drift compares each with its next-boot value).
+	// Its own Sysctls are then parameters it alone wants gathered.
+	AllSysctls bool
 	// Run judges the facts. It returns no result when the check does not
 	// apply (no such engine, no such device).
 	Run func(f *facts.Facts) []Result
@@ -132,6 +141,12 @@ func Register(c Check) {
 	if _, dup := registry[c.ID]; dup {
 		panic("check: duplicate ID " + c.ID)
 	}
+	for _, n := range c.Sysctls {
+		if n == "" || strings.ContainsAny(n, "*/ ") {
+			panic("check: " + c.ID + " declares kernel parameter " + strconv.Quote(n) + " (want a dotted name)")
+		}
+	}
+	facts.WantSysctl(c.Sysctls...)
 	registry[c.ID] = &c
 }
 
@@ -193,8 +208,9 @@ func matchAny(id string, pats []string) bool {
 }
 
 // Run evaluates the selected checks. A check that panics yields an unknown
-// finding instead of taking the audit down.
-func Run(f *facts.Facts, sel Selector, fc fix.Context) []Finding {
+// finding instead of taking the audit down. A failing finding carries its
+// fix as the check gave it; RenderFixes adds the commands and files.
+func Run(f *facts.Facts, sel Selector) []Finding {
 	var out []Finding
 	for _, c := range All() {
 		if !sel.Match(c.ID) {
@@ -210,16 +226,33 @@ func Run(f *facts.Facts, sel Selector, fc fix.Context) []Finding {
 				fd.Evidence = []Evidence{}
 			}
 			if r.Status == Fail && !r.Fix.Empty() {
-				fx := *r.Fix
-				fx.Runtime = fix.RuntimeCommands(&fx)
-				fx.Files = fix.Render(fc, []fix.Item{{ID: c.ID, Subject: r.Subject, Fix: &fx}})
-				fd.Fix = &fx
+				fd.Fix = r.Fix
 			}
 			out = append(out, fd)
 		}
 	}
 	Sort(out)
 	return out
+}
+
+// RenderFixes completes each fix of findings (from Run) for showing it: the
+// commands that apply it now (Runtime) and its persistent files alone
+// (Files). Call it once: the commands are derived from the fix as the
+// check gave it. `dbhost fix` does not need it, it renders all fixes
+// together.
+func RenderFixes(fds []Finding, fc fix.Context) {
+	for i := range fds {
+		fd := &fds[i]
+		if fd.Fix == nil {
+			continue
+		}
+		// A copy: the check's fix may be shared, and judging stays
+		// repeatable on the same facts.
+		fx := *fd.Fix
+		fx.Runtime = fix.RuntimeCommands(&fx)
+		fx.Files = fix.Render(fc, []fix.Item{{ID: fd.ID, Subject: fd.Subject, Fix: &fx}})
+		fd.Fix = &fx
+	}
 }
 
 func runOne(c *Check, f *facts.Facts) (res []Result) {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/facts"
-	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/fixture"
 	"github.com/dbhost/dbhost/internal/fixture/derive"
 	"github.com/dbhost/dbhost/internal/host"
@@ -28,7 +27,7 @@ func judge(t *testing.T, file string) map[string]check.Finding {
 	defer h.Close()
 	f := facts.Gather(context.Background(), h, facts.Options{})
 	out := map[string]check.Finding{}
-	for _, fd := range check.Run(f, check.Selector{}, fix.ContextFrom(f)) {
+	for _, fd := range check.Run(f, check.Selector{}) {
 		out[fd.ID+" "+fd.Subject] = fd
 	}
 	return out

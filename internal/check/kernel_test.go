@@ -7,7 +7,6 @@ import (
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
-	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/fixture"
 	"github.com/dbhost/dbhost/internal/host"
 )
@@ -35,7 +34,7 @@ func TestKernelMongoDBMinimum(t *testing.T) {
 		f.System.Kernel = host.Reading{Value: c.kernel, Source: "/proc/sys/kernel/osrelease"}
 		f.System.Glibc = host.Reading{Value: c.glibc, Source: "getconf GNU_LIBC_VERSION"}
 		f.Instances = []*facts.Instance{{Instance: &engine.Instance{Engine: engine.MongoDB, Flavor: "MongoDB", Version: c.mongo, PID: 4242, Port: 27017}}}
-		fds := check.Run(&f, check.Selector{Only: []string{"kernel.mongodb_minimum"}}, fix.Context{})
+		fds := check.Run(&f, check.Selector{Only: []string{"kernel.mongodb_minimum"}})
 		if len(fds) != 1 || fds[0].Status != c.want {
 			t.Errorf("kernel %s glibc %s MongoDB %q: %+v, want %s", c.kernel, c.glibc, c.mongo, fds, c.want)
 			continue

@@ -67,8 +67,9 @@ DefaultLimitNOFILE= of system.conf, else systemd's default (nofile 1024 soft, 52
 hard). Services do not go through PAM, so limits.conf and limits.d never apply to
 them: a host where limits.d gives the database user 64000 still starts the service
 with 1024. Target: 64000. The fix is a drop-in for the unit.`,
-		Refs: []string{"https://www.freedesktop.org/software/systemd/man/latest/systemd.exec.html#Process%20Properties"},
-		Run:  checkUnitLimits,
+		Refs:    []string{"https://www.freedesktop.org/software/systemd/man/latest/systemd.exec.html#Process%20Properties"},
+		Sysctls: []string{"kernel.threads-max"},
+		Run:     checkUnitLimits,
 	})
 	Register(Check{
 		ID:        "limits.file_max",
@@ -81,8 +82,9 @@ many handles are in use (fs.file-nr). When the system runs out, every process ge
 ENFILE ("Too many open files in system"), not only the database. Each PostgreSQL
 backend has its own limit, so its real potential is larger than the postmaster's
 alone.`,
-		Refs: []string{"https://docs.kernel.org/admin-guide/sysctl/fs.html#file-max-file-nr"},
-		Run:  checkFileMax,
+		Refs:    []string{"https://docs.kernel.org/admin-guide/sysctl/fs.html#file-max-file-nr"},
+		Sysctls: []string{"fs.file-max", "fs.file-nr"},
+		Run:     checkFileMax,
 	})
 	Register(Check{
 		ID:        "limits.oom_score_adj",
@@ -113,8 +115,9 @@ MariaDB, MongoDB) needs max_connections threads plus its background threads; a
 PostgreSQL server one process per connection plus its auxiliary processes. Past the
 limit, fork() and pthread_create() fail and new connections are refused with
 "Resource temporarily unavailable".`,
-		Refs: []string{"https://www.freedesktop.org/software/systemd/man/latest/systemd.resource-control.html#TasksMax=N"},
-		Run:  checkTasksMax,
+		Refs:    []string{"https://www.freedesktop.org/software/systemd/man/latest/systemd.resource-control.html#TasksMax=N"},
+		Sysctls: []string{"kernel.pid_max", "kernel.threads-max"},
+		Run:     checkTasksMax,
 	})
 }
 

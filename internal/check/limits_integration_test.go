@@ -8,7 +8,6 @@ import (
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/facts"
-	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
@@ -26,7 +25,7 @@ func liveFinding(t *testing.T, id string, pid int) check.Finding {
 		if in.PID != pid {
 			continue
 		}
-		for _, fd := range check.Run(f, check.Selector{Only: []string{id}}, fix.ContextFrom(f)) {
+		for _, fd := range check.Run(f, check.Selector{Only: []string{id}}) {
 			if fd.Subject == in.Name() {
 				return fd
 			}

@@ -22,8 +22,9 @@ the kernel swap out database memory to keep page cache, and a swapped-out
 buffer pool stalls queries on disk reads. 1 keeps swapping for real memory
 pressure only (10 where a little swapping is wanted). 0 is not safer: on
 kernels since 3.5 it can make the OOM killer fire before any swapping.`,
-		Refs: []string{"https://docs.kernel.org/admin-guide/sysctl/vm.html#swappiness"},
-		Run:  checkSwappiness,
+		Refs:    []string{"https://docs.kernel.org/admin-guide/sysctl/vm.html#swappiness"},
+		Sysctls: []string{"vm.swappiness"},
+		Run:     checkSwappiness,
 	})
 	Register(Check{
 		ID:        "mem.dirty",
@@ -51,7 +52,8 @@ shows such periodic stalls benefits from a lower background threshold even when 
 passes this check.`,
 		Refs: []string{"https://docs.kernel.org/admin-guide/sysctl/vm.html#dirty-background-ratio",
 			"https://access.redhat.com/solutions/16588"},
-		Run: checkDirty,
+		Sysctls: []string{"vm.dirty_ratio", "vm.dirty_bytes", "vm.dirty_background_ratio", "vm.dirty_background_bytes"},
+		Run:     checkDirty,
 	})
 	Register(Check{
 		ID:        "mem.zone_reclaim",
@@ -67,7 +69,8 @@ data does not fit one node. On a single-node host the setting changes little, bu
 is still the right value.`,
 		Refs: []string{"https://docs.kernel.org/admin-guide/sysctl/vm.html#zone-reclaim-mode",
 			"https://www.mongodb.com/docs/manual/administration/production-notes/#mongodb-and-numa-hardware"},
-		Run: checkZoneReclaim,
+		Sysctls: []string{"vm.zone_reclaim_mode"},
+		Run:     checkZoneReclaim,
 	})
 	Register(Check{
 		ID:        "mem.swap",
@@ -81,8 +84,9 @@ a measurable slowdown instead of the OOM killer. With no swap, anonymous memory 
 never be reclaimed; the kernel evicts page cache, then executable pages, thrashes,
 and finally kills the largest process, usually the database. vm.swappiness 0 or 1
 does not change this: it only decides how eagerly swap is used when there is some.`,
-		Refs: []string{"https://docs.kernel.org/admin-guide/mm/concepts.html#anonymous-memory"},
-		Run:  checkSwap,
+		Refs:    []string{"https://docs.kernel.org/admin-guide/mm/concepts.html#anonymous-memory"},
+		Sysctls: []string{"vm.swappiness"},
+		Run:     checkSwap,
 	})
 	Register(Check{
 		ID:        "mem.min_free_kbytes",
@@ -98,8 +102,9 @@ MemTotal, slightly above the kernel's own base) kswapd wakes too late, allocatio
 fall into direct reclaim and atomic allocations can fail ("page allocation failure"
 in dmesg, dropped packets). Above 5 % of RAM the reserve is memory no database can
 use, and reclaim starts early and often. The fix restores the kernel's formula.`,
-		Refs: []string{"https://docs.kernel.org/admin-guide/sysctl/vm.html#min-free-kbytes"},
-		Run:  checkMinFree,
+		Refs:    []string{"https://docs.kernel.org/admin-guide/sysctl/vm.html#min-free-kbytes"},
+		Sysctls: []string{"vm.min_free_kbytes"},
+		Run:     checkMinFree,
 	})
 	Register(Check{
 		ID:        "mem.max_map_count",
@@ -116,7 +121,8 @@ open-files limit. dbhost computes the same figure from the running mongod's limi
 		Refs: []string{"https://jira.mongodb.org/browse/SERVER-51233",
 			"https://github.com/mongodb/mongo/blob/master/src/mongo/db/startup_warnings_mongod.cpp",
 			"https://docs.kernel.org/admin-guide/sysctl/vm.html#max-map-count"},
-		Run: checkMaxMapCount,
+		Sysctls: []string{"vm.max_map_count"},
+		Run:     checkMaxMapCount,
 	})
 }
 

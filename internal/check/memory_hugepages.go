@@ -84,7 +84,8 @@ is not vm.hugetlb_shm_group. mmap(MAP_HUGETLB) users (PostgreSQL, MySQL 8.0, Mar
 10.5+) are not subject to either and pass.`,
 		Refs: []string{"https://docs.kernel.org/admin-guide/mm/hugetlbpage.html",
 			"https://dev.mysql.com/doc/refman/5.7/en/large-page-support.html"},
-		Run: checkHugePagesMemlock,
+		Sysctls: []string{"vm.hugetlb_shm_group"},
+		Run:     checkHugePagesMemlock,
 	})
 	Register(Check{
 		ID:        "mem.hugepages.shm_group",
@@ -98,7 +99,8 @@ obsolete, and refuses the segment when the limit is short. The fix sets the
 parameter to the process's group.`,
 		Refs: []string{"https://docs.kernel.org/admin-guide/sysctl/vm.html#hugetlb-shm-group",
 			"https://dev.mysql.com/doc/refman/5.7/en/large-page-support.html"},
-		Run: checkHugePagesShmGroup,
+		Sysctls: []string{"vm.hugetlb_shm_group"},
+		Run:     checkHugePagesShmGroup,
 	})
 	Register(Check{
 		ID:        "mem.hugepages.unused",
@@ -129,7 +131,8 @@ SysV huge page users; PostgreSQL 9.3+ keeps only a tiny SysV segment (an interlo
 and maps the rest with mmap.`,
 		Refs: []string{"https://www.postgresql.org/docs/current/kernel-resources.html#SYSVIPC",
 			"https://docs.kernel.org/admin-guide/sysctl/kernel.html#shmmax"},
-		Run: checkShmLimits,
+		Sysctls: []string{"kernel.shmmax", "kernel.shmall"},
+		Run:     checkShmLimits,
 	})
 }
 

@@ -35,7 +35,8 @@ runs with oom_score_adj -1000, so the OOM killer cannot choose it.`,
 		Refs: []string{"https://www.postgresql.org/docs/current/kernel-resources.html#LINUX-MEMORY-OVERCOMMIT",
 			"https://redis.io/docs/latest/operate/oss_and_stack/management/admin/",
 			"https://docs.kernel.org/mm/overcommit-accounting.html"},
-		Run: checkOvercommit,
+		Sysctls: []string{"vm.overcommit_memory", "vm.overcommit_ratio", "vm.overcommit_kbytes"},
+		Run:     checkOvercommit,
 	})
 	Register(Check{
 		ID:        "mem.commit_limit",
@@ -48,8 +49,9 @@ Committed_AS past CommitLimit fails with ENOMEM, however much memory is actually
 a database gets "out of memory" errors in sessions, cannot fork a worker or a
 snapshot child. dbhost flags less than 10 % headroom. CommitLimit is
 (RAM - huge pages) x overcommit_ratio / 100 + swap, or overcommit_kbytes + swap.`,
-		Refs: []string{"https://docs.kernel.org/mm/overcommit-accounting.html"},
-		Run:  checkCommitLimit,
+		Refs:    []string{"https://docs.kernel.org/mm/overcommit-accounting.html"},
+		Sysctls: []string{"vm.overcommit_memory", "vm.overcommit_ratio", "vm.overcommit_kbytes"},
+		Run:     checkCommitLimit,
 	})
 }
 

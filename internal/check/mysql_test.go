@@ -310,7 +310,7 @@ func TestMySQLLiveFixesFlip(t *testing.T) {
 		}
 		f := facts.Gather(context.Background(), h, facts.Options{})
 		out := map[string]check.Finding{}
-		for _, fd := range check.Run(f, check.Selector{Only: ids}, fix.ContextFrom(f)) {
+		for _, fd := range check.Run(f, check.Selector{Only: ids}) {
 			if fd.Subject == "mysql:"+strconv.Itoa(s.Port) {
 				out[fd.ID] = fd
 			}

@@ -44,7 +44,8 @@ it got until the server restarts.`,
 			"https://www.postgresql.org/docs/current/kernel-resources.html",
 			"https://redis.io/docs/latest/operate/oss_and_stack/management/config-file/",
 		},
-		Run: checkSomaxconn,
+		Sysctls: []string{"net.core.somaxconn"},
+		Run:     checkSomaxconn,
 	})
 	Register(Check{
 		ID:        "net.syn_backlog",
@@ -55,8 +56,9 @@ it got until the server restarts.`,
 complete) per listening socket. During connection storms a small queue drops SYNs and
 clients retry after a second or more. Target: 4096 (a busy MySQL/NFS host used
 10240).`,
-		Refs: []string{"https://docs.kernel.org/networking/ip-sysctl.html"},
-		Run:  checkSynBacklog,
+		Refs:    []string{"https://docs.kernel.org/networking/ip-sysctl.html"},
+		Sysctls: []string{"net.ipv4.tcp_max_syn_backlog"},
+		Run:     checkSynBacklog,
 	})
 	Register(Check{
 		ID:        "net.keepalive",
@@ -71,8 +73,9 @@ connection dies silently and the next query hangs until TCP gives up; dead clien
 hold server sessions and locks for over two hours. Target: 120 s and 30 s (MongoDB's
 production notes also ask for 120 s). Servers can override per socket: PostgreSQL
 tcp_keepalives_idle (0 = system default), Redis tcp-keepalive (300 s by default).`,
-		Refs: []string{"https://docs.kernel.org/networking/ip-sysctl.html", "https://www.mongodb.com/docs/manual/faq/diagnostics/#does-tcp-keepalive-time-affect-mongodb-deployments-"},
-		Run:  checkKeepalive,
+		Refs:    []string{"https://docs.kernel.org/networking/ip-sysctl.html", "https://www.mongodb.com/docs/manual/faq/diagnostics/#does-tcp-keepalive-time-affect-mongodb-deployments-"},
+		Sysctls: []string{"net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes"},
+		Run:     checkKeepalive,
 	})
 	Register(Check{
 		ID:        "net.fin_timeout",
@@ -82,8 +85,9 @@ tcp_keepalives_idle (0 = system default), Redis tcp-keepalive (300 s by default)
 		Doc: `tcp_fin_timeout (default 60 s) is how long an orphaned connection stays in
 FIN-WAIT-2 after this side closed it. Hosts that open and close many connections
 (no pooling, health checks) pile these up. Target: 30 s.`,
-		Refs: []string{"https://docs.kernel.org/networking/ip-sysctl.html"},
-		Run:  checkFinTimeout,
+		Refs:    []string{"https://docs.kernel.org/networking/ip-sysctl.html"},
+		Sysctls: []string{"net.ipv4.tcp_fin_timeout"},
+		Run:     checkFinTimeout,
 	})
 	Register(Check{
 		ID:        "net.local_port_range",
@@ -97,8 +101,9 @@ port taken by an outgoing connection when it restarts, and then fails to bind
 net.ipv4.ip_local_reserved_ports, which keeps it out of automatic assignment. Every
 listening TCP port of the server counts (Galera's 4567, 4568, 4444 too). The check
 also flags a range narrower than 10000 ports, which outgoing connections can exhaust.`,
-		Refs: []string{"https://docs.kernel.org/networking/ip-sysctl.html#ip-variables"},
-		Run:  checkLocalPortRange,
+		Refs:    []string{"https://docs.kernel.org/networking/ip-sysctl.html#ip-variables"},
+		Sysctls: []string{"net.ipv4.ip_local_port_range", "net.ipv4.ip_local_reserved_ports"},
+		Run:     checkLocalPortRange,
 	})
 	Register(Check{
 		ID:        "net.listen_all",

@@ -34,8 +34,9 @@ faults and migrations with no stable home for the pages, seen as latency jitter.
 Database vendors' tuning guides turn it off and place memory explicitly (interleave,
 see numa.interleave). On a single-node host the setting does nothing and the check
 passes.`,
-		Refs: []string{"https://docs.kernel.org/admin-guide/sysctl/kernel.html#numa-balancing"},
-		Run:  checkNUMABalancing,
+		Refs:    []string{"https://docs.kernel.org/admin-guide/sysctl/kernel.html#numa-balancing"},
+		Sysctls: []string{"kernel.numa_balancing"},
+		Run:     checkNUMABalancing,
 	})
 	Register(Check{
 		ID:        "numa.interleave",

@@ -60,7 +60,8 @@ snapshots would; use everysec.`,
 			"https://redis.io/docs/latest/operate/oss_and_stack/management/persistence/",
 			"http://oldblog.antirez.com/post/redis-persistence-demystified.html",
 		},
-		Run: checkRedisPersistence,
+		Sysctls: []string{"vm.dirty_expire_centisecs"},
+		Run:     checkRedisPersistence,
 	})
 }
 

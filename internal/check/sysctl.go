@@ -26,7 +26,13 @@ run time without persisting it, or a file changed since boot: the next reboot
 silently changes the host's behaviour, often back to a value a tuning effort had
 removed.`,
 		Refs: []string{"https://www.freedesktop.org/software/systemd/man/latest/sysctl.d.html", "https://man7.org/linux/man-pages/man8/sysctl.8.html"},
-		Run:  checkSysctlDrift,
+		// It compares every parameter the other checks read, plus these,
+		// which no other check judges but whose persisted value matters to
+		// databases (semaphores and queues, huge pages, open files).
+		AllSysctls: true,
+		Sysctls: []string{"vm.nr_hugepages", "vm.vfs_cache_pressure", "kernel.sem", "kernel.shmmni",
+			"kernel.msgmni", "net.ipv4.tcp_syncookies", "fs.nr_open"},
+		Run: checkSysctlDrift,
 	})
 }
 
@@ -76,8 +82,8 @@ func checkSysctlDrift(f *facts.Facts) []Result {
 	var ev []Evidence
 	compared := 0
 	for _, name := range facts.SysctlNames() {
-		r, ok := f.Sysctl[name]
-		if !ok || !r.OK() {
+		r := f.SysctlReading(name)
+		if !r.OK() {
 			continue
 		}
 		bv, ok := nextBootSysctl(f, name)

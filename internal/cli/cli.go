@@ -214,7 +214,8 @@ func runAudit(ctx context.Context, env Env, args []string) int {
 	defer h.Close()
 	f := facts.Gather(ctx, h, src.options())
 	sel := check.Selector{Only: only, Skip: skip}
-	findings := check.Run(f, sel, fix.ContextFrom(f))
+	findings := check.Run(f, sel)
+	check.RenderFixes(findings, fix.ContextFrom(f))
 	a := &report.Audit{Facts: f, Findings: findings, Checks: countSelected(sel), Duration: time.Since(start)}
 	useColor := *color == "always" || (*color == "auto" && isTerminal(env.Stdout) && os.Getenv("NO_COLOR") == "")
 	out := termsafe.Raw(env.Stdout) // json and prom escape themselves
@@ -389,15 +390,15 @@ func runFix(ctx context.Context, env Env, args []string) int {
 	}
 	defer h.Close()
 	f := facts.Gather(ctx, h, src.options())
-	fc := fix.ContextFrom(f)
-	findings := check.Run(f, check.Selector{Only: only, Skip: skip}, fc)
+	// Each finding's own files are not needed: all fixes render together.
+	findings := check.Run(f, check.Selector{Only: only, Skip: skip})
 	var items []fix.Item
 	for _, fd := range findings {
 		if fd.Status == check.Fail && fd.Fix != nil {
 			items = append(items, fix.Item{ID: fd.ID, Subject: fd.Subject, Fix: fd.Fix})
 		}
 	}
-	files := fix.Render(fc, items)
+	files := fix.Render(fix.ContextFrom(f), items)
 	written, kept, err := fix.WriteTree(*out, files, fix.Notes(items))
 	for _, k := range kept {
 		fmt.Fprintln(env.Stderr, "dbhost fix:", k)

@@ -198,7 +198,7 @@ func TestCollectEqualsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := facts.Gather(context.Background(), h, facts.Options{})
-	liveFindings := check.Run(live, check.Selector{}, fix.ContextFrom(live))
+	liveFindings := check.Run(live, check.Selector{})
 	file := filepath.Join(t.TempDir(), "snap.tar.gz")
 	f, err := os.Create(file)
 	if err != nil {
@@ -214,7 +214,7 @@ func TestCollectEqualsLive(t *testing.T) {
 	}
 	defer s.Close()
 	snap := facts.Gather(context.Background(), s, facts.Options{})
-	snapFindings := check.Run(snap, check.Selector{}, fix.ContextFrom(snap))
+	snapFindings := check.Run(snap, check.Selector{})
 	key := func(fs []check.Finding) map[string]check.Status {
 		m := map[string]check.Status{}
 		for _, f := range fs {

@@ -18,7 +18,7 @@ func liveFindings(t *testing.T) []check.Finding {
 		t.Fatal(err)
 	}
 	f := facts.Gather(context.Background(), h, facts.Options{})
-	return check.Run(f, check.Selector{}, fix.ContextFrom(f))
+	return check.Run(f, check.Selector{})
 }
 
 // TestRuntimeFixesMakeFindingsPass applies, through a journal, the runtime

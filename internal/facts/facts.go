@@ -37,6 +37,10 @@ type Facts struct {
 
 	// Notes lists what could not be gathered at all, and why.
 	Notes []string `json:"notes,omitempty"`
+
+	// sysctlSeen, when set, is told each kernel parameter SysctlReading is
+	// asked for (see TrackSysctls).
+	sysctlSeen func(name string)
 }
 
 // Instance is a database instance plus the host facts that are about it:
@@ -181,10 +185,19 @@ func (f *Facts) ByEngine(e engine.Engine) []*Instance {
 func (f *Facts) Has(e engine.Engine) bool { return len(f.ByEngine(e)) > 0 }
 
 // SysctlReading returns a gathered kernel parameter; a parameter nobody asked
-// to gather reads as unknown rather than panicking.
+// to gather (see WantSysctl) reads as unknown rather than panicking.
 func (f *Facts) SysctlReading(name string) host.Reading {
+	if f.sysctlSeen != nil {
+		f.sysctlSeen(name)
+	}
 	if r, ok := f.Sysctl[name]; ok {
 		return r
 	}
 	return host.Missing(host.SysctlPath(name), "not gathered")
 }
+
+// TrackSysctls makes SysctlReading call seen with each name it is asked for
+// (nil stops it). It is for tests that hold checks to the parameters they
+// declare; set it on a copy of shared facts, and do not use those facts
+// from other goroutines meanwhile.
+func (f *Facts) TrackSysctls(seen func(name string)) { f.sysctlSeen = seen }

@@ -220,15 +220,6 @@ type Segment struct {
 }
 
 func init() {
-	wantSysctl(
-		"vm.swappiness", "vm.dirty_ratio", "vm.dirty_background_ratio",
-		"vm.dirty_bytes", "vm.dirty_background_bytes", "vm.dirty_expire_centisecs",
-		"vm.overcommit_memory", "vm.overcommit_ratio", "vm.overcommit_kbytes",
-		"vm.zone_reclaim_mode", "kernel.numa_balancing", "vm.max_map_count",
-		"vm.min_free_kbytes", "vm.nr_hugepages", "vm.hugetlb_shm_group",
-		"vm.vfs_cache_pressure", "kernel.shmmax", "kernel.shmall", "kernel.sem",
-		"kernel.shmmni", "kernel.msgmni",
-	)
 	registerHost("memory", gatherMemory)
 	registerInstance("memory", gatherInstanceMem)
 }

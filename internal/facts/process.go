@@ -143,7 +143,6 @@ type ProcReading struct {
 const maxChildren = 16
 
 func init() {
-	wantSysctl("fs.file-max", "fs.nr_open", "fs.file-nr", "kernel.pid_max", "kernel.threads-max")
 	registerInstance("process", gatherInstanceProcess)
 }
 

@@ -13,9 +13,11 @@ var (
 	sysctlNames = map[string]bool{}
 )
 
-// wantSysctl declares kernel parameters a domain's checks judge; the sysctl
-// gatherer reads each once. Domain files call it from init.
-func wantSysctl(names ...string) {
+// WantSysctl declares kernel parameters to gather; the sysctl gatherer reads
+// each once. check.Register calls it with the names a check declares, so the
+// gathered set (and what `dbhost collect` records) is the union of what the
+// checks read. Call it from init: Gather reads the set when it runs.
+func WantSysctl(names ...string) {
 	sysctlMu.Lock()
 	defer sysctlMu.Unlock()
 	for _, n := range names {

@@ -323,7 +323,8 @@ func applyTunedFix(r *Run) error {
 		return err
 	}
 	f := facts.Gather(context.Background(), h, facts.Options{})
-	fds := check.Run(f, check.Selector{Only: []string{"tuned.overrides"}}, fix.ContextFrom(f))
+	fds := check.Run(f, check.Selector{Only: []string{"tuned.overrides"}})
+	check.RenderFixes(fds, fix.ContextFrom(f))
 	for _, fd := range fds {
 		if fd.Status != check.Fail || fd.Fix == nil {
 			continue
