@@ -34,12 +34,9 @@ import (
 
 func init() {
 	register(Scenario{
-		Name: "limits-nofile-1024",
-		Note: "private PostgreSQL started under prlimit --nofile=1024:1024",
-		Setup: func(r *Run) error {
-			r.Postgres(testdb.Options{Nofile: 1024})
-			return nil
-		},
+		Name:  "limits-nofile-1024",
+		Note:  "private PostgreSQL started under prlimit --nofile=1024:1024",
+		Setup: postgresSetup(testdb.Options{Nofile: 1024}),
 	})
 	register(Scenario{
 		Name: "limits-nproc-low",
@@ -50,11 +47,9 @@ func init() {
 		},
 	})
 	register(Scenario{
-		Name: "limits-filemax-low",
-		Note: "fs.file-max lowered to 50000 (678 handles were in use), below the databases' summed open-file limits of 60000",
-		Setup: func(r *Run) error {
-			return r.Sysctl("fs.file-max", "50000")
-		},
+		Name:  "limits-filemax-low",
+		Note:  "fs.file-max lowered to 50000 (678 handles were in use), below the databases' summed open-file limits of 60000",
+		Setup: sysctlSetup("fs.file-max", "50000"),
 	})
 	register(Scenario{
 		Name: "limits-unit-dropin",
@@ -69,10 +64,8 @@ func init() {
 	register(Scenario{
 		Name: "net-tuned",
 		Note: "network parameters at dbhost's targets: somaxconn 4096, tcp_max_syn_backlog 4096, tcp_keepalive_time 120, tcp_keepalive_intvl 30, tcp_fin_timeout 30",
-		Setup: func(r *Run) error {
-			return sysctls(r, "net.core.somaxconn", "4096", "net.ipv4.tcp_max_syn_backlog", "4096",
-				"net.ipv4.tcp_keepalive_time", "120", "net.ipv4.tcp_keepalive_intvl", "30", "net.ipv4.tcp_fin_timeout", "30")
-		},
+		Setup: sysctlSetup("net.core.somaxconn", "4096", "net.ipv4.tcp_max_syn_backlog", "4096",
+			"net.ipv4.tcp_keepalive_time", "120", "net.ipv4.tcp_keepalive_intvl", "30", "net.ipv4.tcp_fin_timeout", "30"),
 	})
 	register(Scenario{
 		Name: "net-somaxconn-128",
@@ -128,18 +121,14 @@ func init() {
 		},
 	})
 	register(Scenario{
-		Name: "persist-sysctl-match",
-		Note: "kernel.pid_max set to 4194304, the value /usr/lib/sysctl.d/50-pid-max.conf persists: no judged parameter differs from sysctl.d",
-		Setup: func(r *Run) error {
-			return r.Sysctl("kernel.pid_max", "4194304")
-		},
+		Name:  "persist-sysctl-match",
+		Note:  "kernel.pid_max set to 4194304, the value /usr/lib/sysctl.d/50-pid-max.conf persists: no judged parameter differs from sysctl.d",
+		Setup: sysctlSetup("kernel.pid_max", "4194304"),
 	})
 	register(Scenario{
-		Name: "tuned-profile",
-		Note: "fake TuneD configuration, no daemon: /etc/tuned/active_profile dbhost-test-guest, which includes dbhost-test-base; their values copy TuneD's throughput-performance and virtual-guest profiles (swappiness 30, dirty_ratio 30, THP always, readahead >4096); reapply_sysctl default",
-		Setup: func(r *Run) error {
-			return fakeTuned(r, "dbhost-test-guest", "")
-		},
+		Name:  "tuned-profile",
+		Note:  "fake TuneD configuration, no daemon: /etc/tuned/active_profile dbhost-test-guest, which includes dbhost-test-base; their values copy TuneD's throughput-performance and virtual-guest profiles (swappiness 30, dirty_ratio 30, THP always, readahead >4096); reapply_sysctl default",
+		Setup: func(r *Run) error { return fakeTuned(r, "dbhost-test-guest", "") },
 	})
 	register(Scenario{
 		Name: "tuned-noreapply",
@@ -162,25 +151,19 @@ func init() {
 		},
 	})
 	register(Scenario{
-		Name: "tuned-missing",
-		Note: "/etc/tuned/active_profile names a profile that exists nowhere (dbhost-test-absent)",
-		Setup: func(r *Run) error {
-			return tempFile(r, "/etc/tuned/active_profile", "dbhost-test-absent\n")
-		},
+		Name:  "tuned-missing",
+		Note:  "/etc/tuned/active_profile names a profile that exists nowhere (dbhost-test-absent)",
+		Setup: func(r *Run) error { return tempFile(r, "/etc/tuned/active_profile", "dbhost-test-absent\n") },
 	})
 	register(Scenario{
-		Name: "time-chrony",
-		Note: "chronyd (Debian's chrony 4.3, run from its unpacked package, -u root, no rtcsync) disciplining the clock from a SOCK reference clock fed offset 0 by the recorder, because this VM reaches no NTP server; stopped afterwards and the kernel clock state (adjtimex status, frequency, errors) restored",
-		Setup: func(r *Run) error {
-			return runChrony(r, true)
-		},
+		Name:  "time-chrony",
+		Note:  "chronyd (Debian's chrony 4.3, run from its unpacked package, -u root, no rtcsync) disciplining the clock from a SOCK reference clock fed offset 0 by the recorder, because this VM reaches no NTP server; stopped afterwards and the kernel clock state (adjtimex status, frequency, errors) restored",
+		Setup: func(r *Run) error { return runChrony(r, true) },
 	})
 	register(Scenario{
-		Name: "time-chrony-nosource",
-		Note: "chronyd with Debian's pool servers, which this VM cannot reach (UDP 123 blocked): running, never synchronised; stopped afterwards and the clock state restored",
-		Setup: func(r *Run) error {
-			return runChrony(r, false)
-		},
+		Name:  "time-chrony-nosource",
+		Note:  "chronyd with Debian's pool servers, which this VM cannot reach (UDP 123 blocked): running, never synchronised; stopped afterwards and the clock state restored",
+		Setup: func(r *Run) error { return runChrony(r, false) },
 	})
 	register(Scenario{
 		Name: "container-memlimit",
@@ -206,16 +189,6 @@ func init() {
 			return joinCgroups(pg.PID, rd.PID)
 		},
 	})
-}
-
-// sysctls sets several kernel parameters through the journal.
-func sysctls(r *Run, kv ...string) error {
-	for i := 0; i+1 < len(kv); i += 2 {
-		if err := r.Sysctl(kv[i], kv[i+1]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // tempFile writes a file that must not exist yet and removes it (and the
@@ -351,11 +324,10 @@ func runChrony(r *Run, ref bool) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "dbhost-chrony-")
+	dir, err := tempDir(r, "dbhost-chrony-")
 	if err != nil {
 		return err
 	}
-	r.Cleanup(func() { os.RemoveAll(dir) })
 	var saved unix.Timex
 	if _, err := unix.Adjtimex(&saved); err != nil {
 		return err
@@ -428,11 +400,10 @@ func chronydBinary(r *Run) (string, error) {
 	if p, err := exec.LookPath("chronyd"); err == nil {
 		return p, nil
 	}
-	dir, err := os.MkdirTemp("", "dbhost-chrony-pkg-")
+	dir, err := tempDir(r, "dbhost-chrony-pkg-")
 	if err != nil {
 		return "", err
 	}
-	r.Cleanup(func() { os.RemoveAll(dir) })
 	get := exec.Command("apt-get", "download", "chrony")
 	get.Dir = dir
 	if out, err := get.CombinedOutput(); err != nil {
