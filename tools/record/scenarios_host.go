@@ -54,12 +54,9 @@ func init() {
 	register(Scenario{
 		Name: "limits-unit-dropin",
 		Note: "temporary files: /etc/systemd/system/mariadb.service.d/99-dbhost-test.conf (LimitNOFILE=65536, LimitNPROC=65536, TasksMax=64) and /etc/security/limits.d/99-dbhost-test.conf (postgres - nofile 65536)",
-		Setup: func(r *Run) error {
-			if err := tempFile(r, "/etc/systemd/system/mariadb.service.d/99-dbhost-test.conf", "[Service]\nLimitNOFILE=65536\nLimitNPROC=65536\nTasksMax=64\n"); err != nil {
-				return err
-			}
-			return tempFile(r, "/etc/security/limits.d/99-dbhost-test.conf", "# dbhost fixture\npostgres  -  nofile  65536\n")
-		},
+		Setup: tempFilesSetup(
+			"/etc/systemd/system/mariadb.service.d/99-dbhost-test.conf", "[Service]\nLimitNOFILE=65536\nLimitNPROC=65536\nTasksMax=64\n",
+			"/etc/security/limits.d/99-dbhost-test.conf", "# dbhost fixture\npostgres  -  nofile  65536\n"),
 	})
 	register(Scenario{
 		Name: "net-tuned",
@@ -110,15 +107,10 @@ func init() {
 	register(Scenario{
 		Name: "persist-files",
 		Note: "temporary files: /etc/sysctl.d/99-dbhost-test.conf (vm.swappiness = 10, -net.core.somaxconn = 8192, net.ipv4.tcp_fin_timeout = 30, a glob), /etc/udev/rules.d/60-dbhost-test.rules (scheduler and read-ahead for vd*), /etc/security/limits.d/99-dbhost-test.conf: the sysctl.d values differ from the running ones",
-		Setup: func(r *Run) error {
-			if err := tempFile(r, "/etc/sysctl.d/99-dbhost-test.conf", "# dbhost fixture\nvm.swappiness = 10\n-net.core.somaxconn = 8192\nnet/ipv4/tcp_fin_timeout = 30\nnet.ipv4.conf.*.rp_filter = 2\n-net.ipv4.conf.all.rp_filter\n"); err != nil {
-				return err
-			}
-			if err := tempFile(r, "/etc/udev/rules.d/60-dbhost-test.rules", "# dbhost fixture\nACTION==\"add|change\", SUBSYSTEM==\"block\", KERNEL==\"vd[a-z]\", \\\n  ATTR{queue/scheduler}=\"none\", ATTR{bdi/read_ahead_kb}=\"64\"\n"); err != nil {
-				return err
-			}
-			return tempFile(r, "/etc/security/limits.d/99-dbhost-test.conf", "mysql soft nofile 64000\nmysql hard nofile 64000\n@postgres - nproc 64000\n")
-		},
+		Setup: tempFilesSetup(
+			"/etc/sysctl.d/99-dbhost-test.conf", "# dbhost fixture\nvm.swappiness = 10\n-net.core.somaxconn = 8192\nnet/ipv4/tcp_fin_timeout = 30\nnet.ipv4.conf.*.rp_filter = 2\n-net.ipv4.conf.all.rp_filter\n",
+			"/etc/udev/rules.d/60-dbhost-test.rules", "# dbhost fixture\nACTION==\"add|change\", SUBSYSTEM==\"block\", KERNEL==\"vd[a-z]\", \\\n  ATTR{queue/scheduler}=\"none\", ATTR{bdi/read_ahead_kb}=\"64\"\n",
+			"/etc/security/limits.d/99-dbhost-test.conf", "mysql soft nofile 64000\nmysql hard nofile 64000\n@postgres - nproc 64000\n"),
 	})
 	register(Scenario{
 		Name:  "persist-sysctl-match",
@@ -216,6 +208,19 @@ func tempFile(r *Run, path, content string) error {
 		}
 	}
 	return os.WriteFile(path, []byte(content), 0o644)
+}
+
+// tempFilesSetup writes temporary files (path, content pairs, in order)
+// with tempFile.
+func tempFilesSetup(kv ...string) func(*Run) error {
+	return func(r *Run) error {
+		for i := 0; i+1 < len(kv); i += 2 {
+			if err := tempFile(r, kv[i], kv[i+1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // Profiles for the fake TuneD configuration. Their values are those of

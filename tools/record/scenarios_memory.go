@@ -281,10 +281,7 @@ func init() {
 			if err := psql(r, s, "ALTER SYSTEM SET huge_pages = on"); err != nil {
 				return err
 			}
-			if err := pgHBA(s, "local all all peer\n"); err != nil {
-				return err
-			}
-			return pgSettle()
+			return pgHBA(s, "local all all peer\n")
 		},
 	})
 	register(Scenario{

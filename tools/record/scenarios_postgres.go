@@ -55,10 +55,7 @@ func init() {
 		Note: "private PostgreSQL with peer authentication on its socket (the Debian default): root cannot log in as postgres, so its settings come from files and the command line",
 		Setup: func(r *Run) error {
 			s := r.Postgres(testdb.Options{})
-			if err := pgHBA(s, "local all all peer\nhost all all 127.0.0.1/32 scram-sha-256\n"); err != nil {
-				return err
-			}
-			return pgSettle()
+			return pgHBA(s, "local all all peer\nhost all all 127.0.0.1/32 scram-sha-256\n")
 		},
 	})
 	register(Scenario{
@@ -149,7 +146,7 @@ func psql(r *Run, s *testdb.Server, stmts ...string) error {
 }
 
 // pgHBA replaces a private server's pg_hba.conf (owned by postgres, as the
-// server wants it) and signals the server to reload it.
+// server wants it) and reloads the server.
 func pgHBA(s *testdb.Server, content string) error {
 	hba := filepath.Join(s.DataDir, "pg_hba.conf")
 	if err := os.WriteFile(hba, []byte(content), 0o600); err != nil {
@@ -162,7 +159,10 @@ func pgHBA(s *testdb.Server, content string) error {
 	if err := os.Chown(hba, uid, -1); err != nil {
 		return err
 	}
-	return syscall.Kill(s.PID, syscall.SIGHUP)
+	if err := syscall.Kill(s.PID, syscall.SIGHUP); err != nil {
+		return err
+	}
+	return pgSettle()
 }
 
 // pgSettle gives a configuration reload time to reach every process.

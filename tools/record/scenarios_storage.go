@@ -28,29 +28,14 @@ func init() {
 		Setup: postgresSetup(testdb.Options{}),
 	})
 	register(Scenario{
-		Name: "storage-vda-tuned",
-		Note: "vda scheduler set to none and read_ahead_kb to 128 (the fixes for virtio); private PostgreSQL with data in /tmp on /",
-		Setup: func(r *Run) error {
-			if err := r.Set("/sys/block/vda/queue/scheduler", "none"); err != nil {
-				return err
-			}
-			if err := r.Set("/sys/block/vda/queue/read_ahead_kb", "128"); err != nil {
-				return err
-			}
-			r.Postgres(testdb.Options{})
-			return nil
-		},
+		Name:  "storage-vda-tuned",
+		Note:  "vda scheduler set to none and read_ahead_kb to 128 (the fixes for virtio); private PostgreSQL with data in /tmp on /",
+		Setup: vdaSetup("scheduler", "none", "read_ahead_kb", "128"),
 	})
 	register(Scenario{
-		Name: "storage-sched-bfq",
-		Note: "vda scheduler set to bfq (wrong for a database on a virtual disk); private PostgreSQL with data in /tmp on /",
-		Setup: func(r *Run) error {
-			if err := r.Set("/sys/block/vda/queue/scheduler", "bfq"); err != nil {
-				return err
-			}
-			r.Postgres(testdb.Options{})
-			return nil
-		},
+		Name:  "storage-sched-bfq",
+		Note:  "vda scheduler set to bfq (wrong for a database on a virtual disk); private PostgreSQL with data in /tmp on /",
+		Setup: vdaSetup("scheduler", "bfq"),
 	})
 	register(Scenario{
 		Name: "storage-xfs",
@@ -133,6 +118,21 @@ func init() {
 			return onZram(r, map[string]string{"random_page_cost": "1.1"}, map[string]string{"innodb_io_capacity": "1000"})
 		},
 	})
+}
+
+// vdaSetup sets queue attributes of the virtual disk vda (attribute, value
+// pairs, in order), then starts a private PostgreSQL with its data in /tmp
+// on /.
+func vdaSetup(kv ...string) func(*Run) error {
+	return func(r *Run) error {
+		for i := 0; i+1 < len(kv); i += 2 {
+			if err := r.Set("/sys/block/vda/queue/"+kv[i], kv[i+1]); err != nil {
+				return err
+			}
+		}
+		r.Postgres(testdb.Options{})
+		return nil
+	}
 }
 
 // onZram makes zram0 (a RAM-backed, non-rotational block device this VM
