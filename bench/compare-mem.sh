@@ -21,14 +21,13 @@
 # Writes bench/results/compare-mem-<date>.md and prints it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 runs=${1:-10}
-[ "$(id -u)" -eq 0 ] || { echo "compare-mem.sh: run as root" >&2; exit 2; }
+need_root
 need=()
 command -v smem >/dev/null || need+=(smem)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
-if [ ${#need[@]} -gt 0 ]; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+install_packages "${need[@]}"
 [ -x ./dbhost ] || make build >/dev/null
 pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
 [ -x "$pgbin/postgres" ] || { echo "compare-mem.sh: no PostgreSQL server installed" >&2; exit 2; }

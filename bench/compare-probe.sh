@@ -12,12 +12,11 @@
 # Writes bench/results/compare-probe-<date>.md and prints it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 runs=${1:-5}
 secs=${2:-3}
-[ "$(id -u)" -eq 0 ] || { echo "compare-probe.sh: run as root" >&2; exit 2; }
-if ! command -v sysbench >/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends sysbench >/dev/null
-fi
+need_root
+command -v sysbench >/dev/null || install_packages sysbench
 cores=$(nproc)
 threads=$((2 * cores))
 

@@ -10,15 +10,14 @@
 # Writes bench/results/compare-<date>.md and prints it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 runs=${1:-10}
-[ "$(id -u)" -eq 0 ] || { echo "compare.sh: run as root" >&2; exit 2; }
+need_root
 need=()
 command -v mysqltuner >/dev/null || need+=(mysqltuner)
 command -v pt-summary >/dev/null || need+=(percona-toolkit)
 [ -x /usr/bin/time ] || need+=(time)
-if [ ${#need[@]} -gt 0 ]; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+install_packages "${need[@]}"
 [ -x ./dbhost ] || make build >/dev/null
 
 tmp=$(mktemp -d)

@@ -13,9 +13,10 @@
 # experiment stays in the results database (dbhost results report ID -o x.html).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 budget=${1:-12m}
 db=${DB:-/var/lib/dbhost/results.db}
-[ "$(id -u)" -eq 0 ] || { echo "experiment-hugepages.sh: run as root" >&2; exit 2; }
+need_root
 make build >/dev/null # this tree's dbhost, never a stale binary
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -149,6 +149,17 @@ func (s *sourceFlags) open() (*host.Host, error) {
 	return host.Open(s.root)
 }
 
+// gather opens the source and gathers its facts; the caller closes the
+// host after judging them. When it fails, it has said why as "dbhost CMD:".
+func (s *sourceFlags) gather(ctx context.Context, env Env, cmd string) (*facts.Facts, func() error, bool) {
+	h, err := s.open()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
+		return nil, nil, false
+	}
+	return facts.Gather(ctx, h, s.options()), h.Close, true
+}
+
 // snapshotMemoryLimit is the soft heap limit while judging a snapshot: an
 // archive at the size limits is judged in well under 200 MB of RSS.
 const snapshotMemoryLimit = 128 << 20
@@ -206,13 +217,11 @@ func runAudit(ctx context.Context, env Env, args []string) int {
 		return ExitError
 	}
 	start := time.Now()
-	h, err := src.open()
-	if err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost audit:", err)
+	f, closeHost, ok := src.gather(ctx, env, "audit")
+	if !ok {
 		return ExitError
 	}
-	defer h.Close()
-	f := facts.Gather(ctx, h, src.options())
+	defer closeHost()
 	sel := check.Selector{Only: only, Skip: skip}
 	findings := check.Run(f, sel)
 	check.RenderFixes(findings, fix.ContextFrom(f))
@@ -383,13 +392,11 @@ func runFix(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "dbhost fix:", err)
 		return ExitError
 	}
-	h, err := src.open()
-	if err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost fix:", err)
+	f, closeHost, ok := src.gather(ctx, env, "fix")
+	if !ok {
 		return ExitError
 	}
-	defer h.Close()
-	f := facts.Gather(ctx, h, src.options())
+	defer closeHost()
 	// Each finding's own files are not needed: all fixes render together.
 	findings := check.Run(f, check.Selector{Only: only, Skip: skip})
 	var items []fix.Item

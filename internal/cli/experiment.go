@@ -93,6 +93,14 @@ func (f *experimentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.html, "report", "", "also write the HTML report to this file")
 }
 
+// override sets *dst to v when the flag name was given, so that a plan
+// file's value stands unless the command line names the flag.
+func override[T any](set map[string]bool, name string, dst *T, v T) {
+	if set[name] {
+		*dst = v
+	}
+}
+
 // plan builds the plan: the file's, with every flag given on top.
 func (f *experimentFlags) plan(fs *flag.FlagSet) (*experiment.Plan, error) {
 	p := &experiment.Plan{}
@@ -105,57 +113,42 @@ func (f *experimentFlags) plan(fs *flag.FlagSet) (*experiment.Plan, error) {
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	w, pr, t := &p.Workload, &p.Protocol, &p.Target
-	str := func(name string, dst *string, v string) {
-		if set[name] {
-			*dst = v
-		}
-	}
-	num := func(name string, dst *int, v int) {
-		if set[name] {
-			*dst = v
-		}
-	}
-	str("preset", &p.Preset, f.preset)
-	str("name", &p.Name, f.name)
-	str("pg", &t.PG, f.pg)
-	str("mysql", &t.MySQL, f.mysql)
-	str("os-user", &t.OSUser, f.osUser)
-	str("dir", &t.Dir, f.dir)
-	str("workload", &w.Kind, f.kind)
-	str("script", &w.Script, f.script)
-	str("bench-db", &w.DB, f.benchDB)
-	str("metric", &pr.Metric, f.metric)
-	num("jobs", &w.Jobs, f.jobs)
-	num("scale", &w.Scale, f.scale)
-	num("tables", &w.Tables, f.tables)
-	num("table-size", &w.TableSize, f.tableSize)
-	num("readers", &w.Readers, f.readers)
-	num("writers", &w.Writers, f.writers)
-	num("trials", &pr.Trials, f.trials)
-	num("calibrate", &pr.Calibrate, f.calibrate)
+	override(set, "preset", &p.Preset, f.preset)
+	override(set, "name", &p.Name, f.name)
+	override(set, "pg", &t.PG, f.pg)
+	override(set, "mysql", &t.MySQL, f.mysql)
+	override(set, "os-user", &t.OSUser, f.osUser)
+	override(set, "dir", &t.Dir, f.dir)
+	override(set, "workload", &w.Kind, f.kind)
+	override(set, "script", &w.Script, f.script)
+	override(set, "bench-db", &w.DB, f.benchDB)
+	override(set, "metric", &pr.Metric, f.metric)
+	override(set, "jobs", &w.Jobs, f.jobs)
+	override(set, "scale", &w.Scale, f.scale)
+	override(set, "tables", &w.Tables, f.tables)
+	override(set, "table-size", &w.TableSize, f.tableSize)
+	override(set, "readers", &w.Readers, f.readers)
+	override(set, "writers", &w.Writers, f.writers)
+	override(set, "trials", &pr.Trials, f.trials)
+	override(set, "calibrate", &pr.Calibrate, f.calibrate)
+	override(set, "allow-restart", &t.AllowRestart, f.allowRestart)
+	override(set, "clients", &w.Clients, f.clients)
+	override(set, "duration", &w.Duration, f.duration)
+	override(set, "warmup", &w.Warmup, f.warmup)
+	override(set, "select-only", &w.SelectOnly, f.selectOnly)
+	override(set, "no-prepare", &w.NoPrepare, f.noPrepare)
+	override(set, "restart", &pr.Restart, f.restart)
+	override(set, "alpha", &pr.Alpha, f.alpha)
+	override(set, "equivalence", &pr.Equivalence, f.equivalence)
+	override(set, "seed", &pr.Seed, f.seed)
+	override(set, "shared-buffers", &t.SharedBuffers, f.sharedBuffers)
+	override(set, "data-fraction", &t.DataFraction, f.dataFraction)
+	// --pg and --mysql each name the server: the plan's other one goes.
 	if set["pg"] {
 		t.MySQL = ""
 	}
 	if set["mysql"] {
 		t.PG = ""
-	}
-	if set["allow-restart"] {
-		t.AllowRestart = f.allowRestart
-	}
-	if set["clients"] {
-		w.Clients = f.clients
-	}
-	if set["duration"] {
-		w.Duration = f.duration
-	}
-	if set["warmup"] {
-		w.Warmup = f.warmup
-	}
-	if set["select-only"] {
-		w.SelectOnly = f.selectOnly
-	}
-	if set["no-prepare"] {
-		w.NoPrepare = f.noPrepare
 	}
 	switch {
 	case set["time"] && set["trials"]:
@@ -164,24 +157,6 @@ func (f *experimentFlags) plan(fs *flag.FlagSet) (*experiment.Plan, error) {
 		pr.Time, pr.Trials = f.time, 0
 	case set["trials"]:
 		pr.Time = 0
-	}
-	if set["restart"] {
-		pr.Restart = f.restart
-	}
-	if set["alpha"] {
-		pr.Alpha = f.alpha
-	}
-	if set["equivalence"] {
-		pr.Equivalence = f.equivalence
-	}
-	if set["seed"] {
-		pr.Seed = f.seed
-	}
-	if set["shared-buffers"] {
-		t.SharedBuffers = f.sharedBuffers
-	}
-	if set["data-fraction"] {
-		t.DataFraction = f.dataFraction
 	}
 	if len(f.arms) > 0 {
 		p.Arms = nil

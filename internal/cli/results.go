@@ -91,6 +91,31 @@ func openStore(env Env, cmd, path string) (*results.Store, bool) {
 	return st, true
 }
 
+// loadStored parses a results subcommand that takes n experiment IDs
+// (described by what) and loads them from the database at *db (a flag, so
+// read after parsing), opened read-only. When ok is false it has said why and the command ends with
+// code; else the caller closes st.
+func loadStored(ctx context.Context, env Env, fs *flag.FlagSet, args []string, db *string, n int, what string) (st *results.Store, ss []*experiment.Stored, code int, ok bool) {
+	pos, code, ok := parseWithArgs(fs, args, n, what)
+	if !ok {
+		return nil, nil, code, false
+	}
+	st, ok = openStore(env, fs.Name(), *db)
+	if !ok {
+		return nil, nil, ExitError, false
+	}
+	for _, ref := range pos {
+		s, err := experiment.Load(ctx, st, ref)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", fs.Name(), err)
+			st.Close()
+			return nil, nil, ExitError, false
+		}
+		ss = append(ss, s)
+	}
+	return st, ss, 0, true
+}
+
 func resultsList(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "results list", "[flags]")
 	db := fs.String("db", results.DefaultPath, "results database")
@@ -164,20 +189,12 @@ func resultsShow(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "results show", "ID [flags]")
 	db := fs.String("db", results.DefaultPath, "results database")
 	format := fs.String("format", "text", "text, json or markdown")
-	pos, code, ok := parseWithArgs(fs, args, 1, "one experiment ID")
+	st, ss, code, ok := loadStored(ctx, env, fs, args, db, 1, "one experiment ID")
 	if !ok {
 		return code
 	}
-	st, ok := openStore(env, "results show", *db)
-	if !ok {
-		return ExitError
-	}
 	defer st.Close()
-	s, err := experiment.Load(ctx, st, pos[0])
-	if err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost results show:", err)
-		return ExitError
-	}
+	s := ss[0]
 	sum, recheck := summaryChecked(s)
 	if sum == nil {
 		fmt.Fprintf(env.Stderr, "dbhost results show: %s\n", recheck)
@@ -252,24 +269,11 @@ func resultsCompare(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "results compare", "ID ID [flags]")
 	db := fs.String("db", results.DefaultPath, "results database")
 	format := fs.String("format", "text", "text or json")
-	pos, code, ok := parseWithArgs(fs, args, 2, "two experiment IDs")
+	st, ss, code, ok := loadStored(ctx, env, fs, args, db, 2, "two experiment IDs")
 	if !ok {
 		return code
 	}
-	st, ok := openStore(env, "results compare", *db)
-	if !ok {
-		return ExitError
-	}
 	defer st.Close()
-	var ss [2]*experiment.Stored
-	for i, ref := range pos {
-		s, err := experiment.Load(ctx, st, ref)
-		if err != nil {
-			fmt.Fprintln(env.Stderr, "dbhost results compare:", err)
-			return ExitError
-		}
-		ss[i] = s
-	}
 	cmp, err := experiment.Compare(ss[0], ss[1])
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost results compare:", err)

@@ -70,14 +70,9 @@ func ParseNodeMeminfo(s string) map[string]uint64 {
 		if len(f) < 4 || f[0] != "Node" {
 			continue
 		}
-		v, err := strconv.ParseUint(f[3], 10, 64)
-		if err != nil {
-			continue
+		if v, ok := kBytes(f[3:]); ok {
+			out[strings.TrimSuffix(f[2], ":")] = v
 		}
-		if len(f) > 4 && f[4] == "kB" {
-			v <<= 10
-		}
-		out[strings.TrimSuffix(f[2], ":")] = v
 	}
 	return out
 }

@@ -71,20 +71,27 @@ func ParseSmapsRollup(s string) map[string]uint64 {
 		if !ok {
 			continue
 		}
-		f := strings.Fields(v)
-		if len(f) == 0 {
-			continue
+		if n, ok := kBytes(strings.Fields(v)); ok {
+			out[strings.TrimSpace(k)] = n
 		}
-		n, err := strconv.ParseUint(f[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		if len(f) > 1 && f[1] == "kB" {
-			n <<= 10
-		}
-		out[strings.TrimSpace(k)] = n
 	}
 	return out
+}
+
+// kBytes reads a count and its unit ("123", "kB") in bytes; a count
+// without a unit (HugePages_Total) is kept as it is.
+func kBytes(f []string) (uint64, bool) {
+	if len(f) == 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[0], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	if len(f) > 1 && f[1] == "kB" {
+		n <<= 10
+	}
+	return n, true
 }
 
 // segClassifier turns a process's mappings into shared memory segments.

@@ -122,11 +122,8 @@ func gatherPersist(_ context.Context, h *host.Host, f *Facts) {
 	}
 	files = append(files, "/etc/sysctl.conf")
 	for _, file := range files {
-		b, err := h.ReadFile(file)
-		if err != nil {
-			if !host.IsNotExist(err) {
-				p.SysctlErr = host.Explain(err)
-			}
+		b, ok := readConf(h, file, &p.SysctlErr)
+		if !ok {
 			continue
 		}
 		p.SysctlFiles = append(p.SysctlFiles, file)
@@ -136,11 +133,8 @@ func gatherPersist(_ context.Context, h *host.Host, f *Facts) {
 	}
 
 	for _, file := range limitsFiles(h, p) {
-		b, err := h.ReadFile(file)
-		if err != nil {
-			if !host.IsNotExist(err) {
-				p.LimitsErr = host.Explain(err)
-			}
+		b, ok := readConf(h, file, &p.LimitsErr)
+		if !ok {
 			continue
 		}
 		p.Limits = append(p.Limits, ParseLimitsConf(file, b)...)
@@ -149,15 +143,26 @@ func gatherPersist(_ context.Context, h *host.Host, f *Facts) {
 	rules, uerr := confFiles(h, udevDirs, ".rules")
 	p.UdevErr = uerr
 	for _, file := range rules {
-		b, err := h.ReadFile(file)
-		if err != nil {
-			if !host.IsNotExist(err) {
-				p.UdevErr = host.Explain(err)
-			}
+		b, ok := readConf(h, file, &p.UdevErr)
+		if !ok {
 			continue
 		}
 		p.Udev = append(p.Udev, ParseUdevRules(file, b)...)
 	}
+}
+
+// readConf reads a configuration file. A missing one is no error (the
+// fixed names, /etc/sysctl.conf for one, need not exist); any other failure
+// is explained in *why.
+func readConf(h *host.Host, file string, why *string) ([]byte, bool) {
+	b, err := h.ReadFile(file)
+	if err != nil {
+		if !host.IsNotExist(err) {
+			*why = host.Explain(err)
+		}
+		return nil, false
+	}
+	return b, true
 }
 
 // confFiles lists files with a suffix across directories in the

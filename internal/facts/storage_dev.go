@@ -87,21 +87,19 @@ var pseudoFS = map[string]bool{"tmpfs": true, "devtmpfs": true, "devpts": true, 
 
 // byNumber resolves MAJ:MIN through /sys/dev/block.
 func (w *devWalker) byNumber(majmin string) (string, string, string) {
-	dir := "/sys/dev/block"
-	link, err := w.h.Readlink(dir + "/" + majmin)
-	if err != nil {
-		return "", "", "block device " + majmin + ": " + host.Explain(err)
-	}
-	sys := path.Clean(path.Join(dir, link))
-	return path.Base(sys), sys, ""
+	return w.byLink("/sys/dev/block", majmin)
 }
 
 // byName resolves a kernel name through /sys/class/block.
 func (w *devWalker) byName(name string) (string, string, string) {
-	dir := "/sys/class/block"
-	link, err := w.h.Readlink(dir + "/" + name)
+	return w.byLink("/sys/class/block", name)
+}
+
+// byLink follows the link dir/id to the device's sysfs directory.
+func (w *devWalker) byLink(dir, id string) (string, string, string) {
+	link, err := w.h.Readlink(dir + "/" + id)
 	if err != nil {
-		return "", "", "block device " + name + ": " + host.Explain(err)
+		return "", "", "block device " + id + ": " + host.Explain(err)
 	}
 	sys := path.Clean(path.Join(dir, link))
 	return path.Base(sys), sys, ""

@@ -290,27 +290,25 @@ func (h *Host) ReadDir(p string) ([]string, error) {
 
 // Readlink returns the target of a symbolic link, unfollowed.
 func (h *Host) Readlink(p string) (string, error) {
-	key := rel(p)
-	v, err := h.probe("readlink:"+key, func() ([]byte, error) {
-		t, err := h.readlinkKey(key)
-		if err != nil {
-			return nil, pathErr("readlink", key, err)
-		}
-		return []byte(t), nil
-	})
-	return string(v), err
+	return h.probePath("readlink", p, h.readlinkKey)
 }
 
 // Realpath resolves every symbolic link in an absolute path on the host, the
 // way the kernel would for a process in the host's root.
 func (h *Host) Realpath(p string) (string, error) {
+	return h.probePath("realpath", p, h.realpathKey)
+}
+
+// probePath records, under "op:path", the path that resolve gives for p; a
+// failure is reported as op's on p.
+func (h *Host) probePath(op, p string, resolve func(key string) (string, error)) (string, error) {
 	key := rel(p)
-	v, err := h.probe("realpath:"+key, func() ([]byte, error) {
-		r, err := h.realpathKey(key)
+	v, err := h.probe(op+":"+key, func() ([]byte, error) {
+		t, err := resolve(key)
 		if err != nil {
-			return nil, pathErr("realpath", key, err)
+			return nil, pathErr(op, key, err)
 		}
-		return []byte(r), nil
+		return []byte(t), nil
 	})
 	return string(v), err
 }
@@ -326,20 +324,18 @@ type FileInfo struct {
 }
 
 // Stat stats a path (following symlinks).
-func (h *Host) Stat(p string) (FileInfo, error) {
+func (h *Host) Stat(p string) (FileInfo, error) { return h.statInfo("stat", p, true) }
+
+// statInfo is Stat or (op "lstat", not following a final link) Lstat.
+func (h *Host) statInfo(op, p string, follow bool) (FileInfo, error) {
 	key := rel(p)
-	var fi FileInfo
-	v, err := h.probe("stat:"+key, func() ([]byte, error) {
-		st, err := h.statKey(key, true)
+	return probeValue(h, op+":"+key, func() (FileInfo, error) {
+		st, err := h.statKey(key, follow)
 		if err != nil {
-			return nil, pathErr("stat", key, err)
+			return FileInfo{}, pathErr(op, key, err)
 		}
-		return marshal(fileInfo(st))
+		return fileInfo(st), nil
 	})
-	if err != nil {
-		return fi, err
-	}
-	return fi, unmarshal(v, &fi)
 }
 
 // Exists reports whether a path exists (a cheap Stat).
@@ -402,6 +398,24 @@ func (h *Host) probe(key string, fn func() ([]byte, error)) ([]byte, error) {
 		h.rec.probe(key, v, err)
 	}
 	return v, err
+}
+
+// probeValue is probe for a value that is recorded as JSON: live, fn gives
+// it; from a snapshot, it is decoded from what was recorded. The live value
+// goes through JSON too, so that both return the same.
+func probeValue[T any](h *Host, key string, fn func() (T, error)) (T, error) {
+	var v T
+	b, err := h.probe(key, func() ([]byte, error) {
+		x, err := fn()
+		if err != nil {
+			return nil, err
+		}
+		return marshal(x)
+	})
+	if err != nil {
+		return v, err
+	}
+	return v, unmarshal(b, &v)
 }
 
 func (h *Host) recordedErr(key string) error {

@@ -26,18 +26,13 @@ type FileStat struct {
 // /proc/PID/map_files/START-END describes the mapped object itself).
 func (h *Host) StatFile(p string) (FileStat, error) {
 	key := rel(p)
-	var fs FileStat
-	v, err := h.probe("statfile:"+key, func() ([]byte, error) {
+	return probeValue(h, "statfile:"+key, func() (FileStat, error) {
 		st, err := h.statKey(key, true)
 		if err != nil {
-			return nil, pathErr("stat", key, err)
+			return FileStat{}, pathErr("stat", key, err)
 		}
-		return marshal(FileStat{Dev: st.Dev, Ino: st.Ino, Mode: st.Mode, UID: st.Uid, Nlink: st.Nlink, Size: st.Size, Blocks: st.Blocks})
+		return FileStat{Dev: st.Dev, Ino: st.Ino, Mode: st.Mode, UID: st.Uid, Nlink: st.Nlink, Size: st.Size, Blocks: st.Blocks}, nil
 	})
-	if err != nil {
-		return fs, err
-	}
-	return fs, unmarshal(v, &fs)
 }
 
 // FSStat is the part of statfs(2) that says how much a filesystem holds.
@@ -59,23 +54,18 @@ func (s FSStat) Used() uint64 {
 // Statfs reports the usage of the filesystem holding a path.
 func (h *Host) Statfs(p string) (FSStat, error) {
 	key := rel(p)
-	var fs FSStat
-	v, err := h.probe("statfs:"+key, func() ([]byte, error) {
+	return probeValue(h, "statfs:"+key, func() (FSStat, error) {
 		fd, err := h.openKey(key, unix.O_PATH)
 		if err != nil {
-			return nil, pathErr("statfs", key, err)
+			return FSStat{}, pathErr("statfs", key, err)
 		}
 		defer unix.Close(fd)
 		var st unix.Statfs_t
 		if err := unix.Fstatfs(fd, &st); err != nil {
-			return nil, pathErr("statfs", key, err)
+			return FSStat{}, pathErr("statfs", key, err)
 		}
-		return marshal(FSStat{Type: st.Type, Bsize: st.Bsize, Blocks: st.Blocks, Bfree: st.Bfree})
+		return FSStat{Type: st.Type, Bsize: st.Bsize, Blocks: st.Blocks, Bfree: st.Bfree}, nil
 	})
-	if err != nil {
-		return fs, err
-	}
-	return fs, unmarshal(v, &fs)
 }
 
 // ReadFileInto reads a whole file into buf, growing it when needed, and
@@ -140,13 +130,9 @@ const (
 // of the process. Only on the live system: elsewhere it returns ErrNotLive,
 // and callers read smaps instead.
 func (h *Host) PresentPages(pid int, ranges [][2]uint64) ([][][2]uint64, error) {
-	if !h.System() || h.rec != nil {
-		return nil, ErrNotLive
-	}
-	p := "proc/" + itoa(pid) + "/pagemap"
-	fd, err := syscall.Open(h.abs(p), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	fd, p, err := h.openLiveProc(pid, "pagemap")
 	if err != nil {
-		return nil, pathErr("open", p, err)
+		return nil, err
 	}
 	defer syscall.Close(fd)
 	vec := make([]pageRegion, 512)
@@ -172,6 +158,21 @@ func (h *Host) PresentPages(pid int, ranges [][2]uint64) ([][][2]uint64, error) 
 		}
 	}
 	return out, nil
+}
+
+// openLiveProc opens /proc/PID/name for an ioctl, whose answer a snapshot
+// does not hold: only on the live system and not while recording
+// (ErrNotLive otherwise). p is the path for error messages.
+func (h *Host) openLiveProc(pid int, name string) (fd int, p string, err error) {
+	if !h.System() || h.rec != nil {
+		return -1, "", ErrNotLive
+	}
+	p = "proc/" + itoa(pid) + "/" + name
+	fd, err = syscall.Open(h.abs(p), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, p, pathErr("open", p, err)
+	}
+	return fd, p, nil
 }
 
 func itoa(n int) string {
@@ -220,13 +221,9 @@ const (
 // (ErrNotLive elsewhere); a kernel without it fails with ENOTTY: callers
 // read maps instead.
 func (h *Host) SharedFileMappings(pid int) ([]VMA, error) {
-	if !h.System() || h.rec != nil {
-		return nil, ErrNotLive
-	}
-	p := "proc/" + itoa(pid) + "/maps"
-	fd, err := syscall.Open(h.abs(p), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	fd, p, err := h.openLiveProc(pid, "maps")
 	if err != nil {
-		return nil, pathErr("open", p, err)
+		return nil, err
 	}
 	defer syscall.Close(fd)
 	name := make([]byte, procmapNameMaxSize)

@@ -12,18 +12,28 @@ import (
 
 // PIDs lists the processes in /proc.
 func (h *Host) PIDs() ([]int, error) {
-	names, err := h.ReadDir("/proc")
+	pids, err := h.readIDs("/proc")
 	if err != nil {
 		return nil, err
 	}
-	pids := make([]int, 0, len(names))
-	for _, n := range names {
-		if pid, err := strconv.Atoi(n); err == nil && pid > 0 {
-			pids = append(pids, pid)
-		}
-	}
 	sort.Ints(pids)
 	return pids, nil
+}
+
+// readIDs lists the names in a directory that are positive numbers (PIDs,
+// thread IDs), as numbers, in the directory's order.
+func (h *Host) readIDs(dir string) ([]int, error) {
+	names, err := h.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int, 0, len(names))
+	for _, n := range names {
+		if id, err := strconv.Atoi(n); err == nil && id > 0 {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
 }
 
 func procPath(pid int, name string) string { return fmt.Sprintf("/proc/%d/%s", pid, name) }
@@ -37,8 +47,7 @@ func (h *Host) Comm(pid int) (string, error) {
 // Cmdline returns the process's arguments with secrets redacted. dbhost never
 // needs a password from a command line, so it never keeps one.
 func (h *Host) Cmdline(pid int) ([]string, error) {
-	key := fmt.Sprintf("cmdline:%d", pid)
-	v, err := h.probe(key, func() ([]byte, error) {
+	return probeValue(h, fmt.Sprintf("cmdline:%d", pid), func() ([]string, error) {
 		b, err := h.readKey(rel(procPath(pid, "cmdline")), MaxFileSize)
 		if err != nil {
 			return nil, pathErr("open", rel(procPath(pid, "cmdline")), err)
@@ -47,13 +56,8 @@ func (h *Host) Cmdline(pid int) ([]string, error) {
 		if len(args) == 1 && args[0] == "" {
 			args = nil
 		}
-		return marshal(RedactArgs(args))
+		return RedactArgs(args), nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	var args []string
-	return args, unmarshal(v, &args)
 }
 
 // Exe is the target of /proc/PID/exe (needs the same user or root).
@@ -64,26 +68,26 @@ func (h *Host) Exe(pid int) (string, error) {
 
 // Status parses /proc/PID/status with procfs.
 func (h *Host) Status(pid int) (procfs.ProcStatus, error) {
-	if err := h.Touch(procPath(pid, "status")); err != nil {
-		return procfs.ProcStatus{}, err
-	}
-	p, err := h.proc.Proc(pid)
-	if err != nil {
-		return procfs.ProcStatus{}, err
-	}
-	return p.NewStatus()
+	return parseProc(h, pid, "status", procfs.Proc.NewStatus)
 }
 
 // Cgroups parses /proc/PID/cgroup with procfs.
 func (h *Host) Cgroups(pid int) ([]procfs.Cgroup, error) {
-	if err := h.Touch(procPath(pid, "cgroup")); err != nil {
-		return nil, err
+	return parseProc(h, pid, "cgroup", procfs.Proc.Cgroups)
+}
+
+// parseProc parses /proc/PID/name with procfs, after Touch declared the
+// file (so that collection records it and a snapshot replays its error).
+func parseProc[T any](h *Host, pid int, name string, parse func(procfs.Proc) (T, error)) (T, error) {
+	var zero T
+	if err := h.Touch(procPath(pid, name)); err != nil {
+		return zero, err
 	}
 	p, err := h.proc.Proc(pid)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	return p.Cgroups()
+	return parse(p)
 }
 
 // MountInfo parses /proc/PID/mountinfo with procfs: the mounts as that
@@ -188,8 +192,7 @@ func (h *Host) NetTCP() (procfs.NetTCP, error) {
 // SocketInodes lists the inodes of the sockets a process has open, read from
 // its /proc/PID/fd links (root or the same user is needed).
 func (h *Host) SocketInodes(pid int) ([]uint64, error) {
-	key := fmt.Sprintf("sockets:%d", pid)
-	v, err := h.probe(key, func() ([]byte, error) {
+	return probeValue(h, fmt.Sprintf("sockets:%d", pid), func() ([]uint64, error) {
 		dir := procPath(pid, "fd")
 		p, err := h.proc.Proc(pid)
 		if err != nil {
@@ -207,13 +210,8 @@ func (h *Host) SocketInodes(pid int) ([]uint64, error) {
 				}
 			}
 		}
-		return marshal(inodes)
+		return inodes, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	var inodes []uint64
-	return inodes, unmarshal(v, &inodes)
 }
 
 // Sysctl reads a kernel parameter by its dotted name (vm.swappiness),
@@ -245,28 +243,14 @@ func (h *Host) ReadString(p string) (string, error) {
 
 // ProcStat parses /proc/PID/stat with procfs (PPID, state, CPU times).
 func (h *Host) ProcStat(pid int) (procfs.ProcStat, error) {
-	if err := h.Touch(procPath(pid, "stat")); err != nil {
-		return procfs.ProcStat{}, err
-	}
-	p, err := h.proc.Proc(pid)
-	if err != nil {
-		return procfs.ProcStat{}, err
-	}
-	return p.Stat()
+	return parseProc(h, pid, "stat", procfs.Proc.Stat)
 }
 
 // ProcMaps parses /proc/PID/maps with procfs: the process's mappings with
 // their address ranges, permissions and backing files (needs the same user
 // or root).
 func (h *Host) ProcMaps(pid int) ([]*procfs.ProcMap, error) {
-	if err := h.Touch(procPath(pid, "maps")); err != nil {
-		return nil, err
-	}
-	p, err := h.proc.Proc(pid)
-	if err != nil {
-		return nil, err
-	}
-	return p.ProcMaps()
+	return parseProc(h, pid, "maps", procfs.Proc.ProcMaps)
 }
 
 // HugePagesRoot holds one directory per huge page size the kernel offers.

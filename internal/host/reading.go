@@ -75,27 +75,24 @@ func (r Reading) Fields() []string { return strings.Fields(r.Value) }
 
 // Read returns a file's trimmed content as a Reading.
 func (h *Host) Read(p string) Reading {
-	r := Reading{Source: "/" + rel(p)}
 	v, err := h.ReadString(p)
-	if err != nil {
-		r.Err = Explain(err)
-		return r
-	}
-	r.Value = v
-	return r
+	return reading("/"+rel(p), v, err)
 }
 
 // ReadSysctl returns a kernel parameter as a Reading whose source names both
 // the parameter and its file.
 func (h *Host) ReadSysctl(name string) Reading {
-	r := Reading{Source: SysctlPath(name)}
 	v, err := h.Sysctl(name)
+	return reading(SysctlPath(name), v, err)
+}
+
+// reading is the Reading of a value read from source: its failure,
+// explained, when err is set.
+func reading(source, v string, err error) Reading {
 	if err != nil {
-		r.Err = Explain(err)
-		return r
+		return Reading{Source: source, Err: Explain(err)}
 	}
-	r.Value = v
-	return r
+	return Reading{Source: source, Value: v}
 }
 
 // Missing builds a Reading that could not be made, with a reason.

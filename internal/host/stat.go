@@ -2,7 +2,6 @@ package host
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/prometheus/procfs"
 )
@@ -27,17 +26,7 @@ func (h *Host) LoadAvg() (*procfs.LoadAvg, error) {
 
 // Tasks lists the thread IDs of a process (/proc/PID/task), sorted.
 func (h *Host) Tasks(pid int) ([]int, error) {
-	names, err := h.ReadDir(procPath(pid, "task"))
-	if err != nil {
-		return nil, err
-	}
-	tids := make([]int, 0, len(names))
-	for _, n := range names {
-		if tid, err := strconv.Atoi(n); err == nil && tid > 0 {
-			tids = append(tids, tid)
-		}
-	}
-	return tids, nil
+	return h.readIDs(procPath(pid, "task"))
 }
 
 // TaskStatus parses one thread's /proc/PID/task/TID/status with procfs: a

@@ -34,21 +34,7 @@ func (e *UntrustedError) Error() string {
 func (e *UntrustedError) Unwrap() error { return ErrUntrusted }
 
 // Lstat stats a path without following a final symbolic link.
-func (h *Host) Lstat(p string) (FileInfo, error) {
-	key := rel(p)
-	var fi FileInfo
-	v, err := h.probe("lstat:"+key, func() ([]byte, error) {
-		st, err := h.statKey(key, false)
-		if err != nil {
-			return nil, pathErr("lstat", key, err)
-		}
-		return marshal(fileInfo(st))
-	})
-	if err != nil {
-		return fi, err
-	}
-	return fi, unmarshal(v, &fi)
-}
+func (h *Host) Lstat(p string) (FileInfo, error) { return h.statInfo("lstat", p, false) }
 
 // maxTrustLinks bounds the links followed while checking a path.
 const maxTrustLinks = 40

@@ -12,15 +12,7 @@ import (
 func RootOnlyDir(t testing.TB, prefix string) string {
 	t.Helper()
 	Need(t, "root (a directory under /run)", os.Geteuid() == 0)
-	dir, err := os.MkdirTemp("/run", "dbhost-"+prefix+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if !t.Failed() || os.Getenv("DBHOST_KEEP") == "" {
-			os.RemoveAll(dir)
-		}
-	})
+	dir := tempDir(t, "/run", prefix)
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -94,20 +94,29 @@ func lookupUser(t testing.TB, name string) (uid, gid int) {
 // under /tmp (not t.TempDir, whose parents may be closed to other users).
 func privateDir(t testing.TB, prefix string, uid, gid int) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "dbhost-"+prefix+"-")
+	// Removed however the test ends, also when setup fails before the
+	// server starts (Stop removes it too; RemoveAll twice is harmless).
+	dir := tempDir(t, "", prefix)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// tempDir makes a temporary directory dbhost-PREFIX-* in parent (the
+// system's temporary directory when empty), removed when the test ends
+// unless it failed with DBHOST_KEEP set.
+func tempDir(t testing.TB, parent, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(parent, "dbhost-"+prefix+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Removed however the test ends, also when setup fails before the
-	// server starts (Stop removes it too; RemoveAll twice is harmless).
 	t.Cleanup(func() {
 		if !t.Failed() || os.Getenv("DBHOST_KEEP") == "" {
 			os.RemoveAll(dir)
 		}
 	})
-	if err := os.Chown(dir, uid, gid); err != nil {
-		t.Fatal(err)
-	}
 	return dir
 }
 

@@ -31,6 +31,17 @@ func privatePG(a *derive.Archive) (int, error) {
 	return 0, errors.New("no process with an open-files limit of 1024")
 }
 
+// protectPG gives the private PostgreSQL's postmaster oom_score_adj -1000,
+// as OOMScoreAdjust=-1000 does, and returns its PID.
+func protectPG(a *derive.Archive) (int, error) {
+	pid, err := privatePG(a)
+	if err != nil {
+		return 0, err
+	}
+	a.SetFile(fmt.Sprintf("proc/%d/oom_score_adj", pid), "-1000\n")
+	return pid, nil
+}
+
 var (
 	procFile   = regexp.MustCompile(`^fs/proc/(\d+)/(.+)$`)
 	nofile1024 = regexp.MustCompile(`(?m)^Max open files\s+1024\s+1024\s+files`)
@@ -54,12 +65,8 @@ var derivations = []derive.Derivation{
 		Base: "limits-nofile-1024",
 		Note: "derived from limits-nofile-1024: the private PostgreSQL's postmaster has oom_score_adj -1000 (as OOMScoreAdjust=-1000 leaves it); its children keep their recorded 0, as PG_OOM_ADJUST_VALUE=0 resets them (this VM's root lacks CAP_SYS_RESOURCE and cannot lower oom_score_adj)",
 		Edit: func(a *derive.Archive) error {
-			pid, err := privatePG(a)
-			if err != nil {
-				return err
-			}
-			a.SetFile(fmt.Sprintf("proc/%d/oom_score_adj", pid), "-1000\n")
-			return nil
+			_, err := protectPG(a)
+			return err
 		},
 	},
 	{
@@ -67,11 +74,10 @@ var derivations = []derive.Derivation{
 		Base: "limits-nofile-1024",
 		Note: "derived from limits-nofile-1024: the private PostgreSQL's postmaster and every child have oom_score_adj -1000, as when it is started protected without PG_OOM_ADJUST_FILE",
 		Edit: func(a *derive.Archive) error {
-			pid, err := privatePG(a)
+			pid, err := protectPG(a)
 			if err != nil {
 				return err
 			}
-			a.SetFile(fmt.Sprintf("proc/%d/oom_score_adj", pid), "-1000\n")
 			n := 0
 			for _, c := range children(a, pid) {
 				if _, ok := a.Files[fmt.Sprintf("fs/proc/%d/oom_score_adj", c)]; ok {
@@ -134,13 +140,9 @@ var derivations = []derive.Derivation{
 		Name: "net-unreadable",
 		Base: "net-tuned",
 		Note: "derived from net-tuned: the net.core and net.ipv4 parameters under /proc/sys read as permission denied (as in a container whose /proc/sys is masked)",
-		Edit: func(a *derive.Archive) error {
-			for _, p := range []string{"core/somaxconn", "ipv4/tcp_max_syn_backlog", "ipv4/tcp_keepalive_time", "ipv4/tcp_keepalive_intvl",
-				"ipv4/tcp_keepalive_probes", "ipv4/tcp_fin_timeout", "ipv4/ip_local_port_range", "ipv4/ip_local_reserved_ports", "ipv4/tcp_syncookies"} {
-				a.Deny("proc/sys/net/" + p)
-			}
-			return nil
-		},
+		Edit: denyFiles("proc/sys/net/core/somaxconn", "proc/sys/net/ipv4/tcp_max_syn_backlog", "proc/sys/net/ipv4/tcp_keepalive_time",
+			"proc/sys/net/ipv4/tcp_keepalive_intvl", "proc/sys/net/ipv4/tcp_keepalive_probes", "proc/sys/net/ipv4/tcp_fin_timeout",
+			"proc/sys/net/ipv4/ip_local_port_range", "proc/sys/net/ipv4/ip_local_reserved_ports", "proc/sys/net/ipv4/tcp_syncookies"),
 	},
 	{
 		Name: "time-unreadable",
@@ -160,31 +162,23 @@ var derivations = []derive.Derivation{
 		Name: "time-clocksource-hpet",
 		Base: "time-chrony",
 		Note: "derived from time-chrony: current_clocksource hpet and available_clocksource \"tsc hpet acpi_pm\", as on a KVM guest whose kernel fell back from tsc",
-		Edit: func(a *derive.Archive) error {
-			a.SetFile("sys/devices/system/clocksource/clocksource0/current_clocksource", "hpet\n")
-			a.SetFile("sys/devices/system/clocksource/clocksource0/available_clocksource", "tsc hpet acpi_pm \n")
-			return nil
-		},
+		Edit: setFiles(
+			"sys/devices/system/clocksource/clocksource0/current_clocksource", "hpet\n",
+			"sys/devices/system/clocksource/clocksource0/available_clocksource", "tsc hpet acpi_pm \n"),
 	},
 	{
 		Name: "sec-unreadable",
 		Base: "limits-nofile-1024",
 		Note: "derived from limits-nofile-1024: /sys/fs/selinux/enforce and /sys/module/apparmor/parameters/enabled read as permission denied",
-		Edit: func(a *derive.Archive) error {
-			a.Deny("sys/fs/selinux/enforce")
-			a.Deny("sys/module/apparmor/parameters/enabled")
-			return nil
-		},
+		Edit: denyFiles("sys/fs/selinux/enforce", "sys/module/apparmor/parameters/enabled"),
 	},
 	{
 		Name: "sec-apparmor",
 		Base: "limits-nofile-1024",
 		Note: "derived from limits-nofile-1024: AppArmor enabled (/sys/module/apparmor/parameters/enabled Y) with an Ubuntu 22.04 host's profile list, /usr/sbin/mysqld in enforce mode",
-		Edit: func(a *derive.Archive) error {
-			a.SetFile("sys/module/apparmor/parameters/enabled", "Y\n")
-			a.SetFile("sys/kernel/security/apparmor/profiles", "/usr/sbin/mysqld (enforce)\n/usr/sbin/tcpdump (enforce)\n/usr/lib/snapd/snap-confine (enforce)\n/usr/lib/snapd/snap-confine//mount-namespace-capture-helper (enforce)\n/usr/bin/man (enforce)\nman_filter (enforce)\nman_groff (enforce)\nlsb_release (enforce)\nnvidia_modprobe (enforce)\nnvidia_modprobe//kmod (enforce)\n")
-			return nil
-		},
+		Edit: setFiles(
+			"sys/module/apparmor/parameters/enabled", "Y\n",
+			"sys/kernel/security/apparmor/profiles", "/usr/sbin/mysqld (enforce)\n/usr/sbin/tcpdump (enforce)\n/usr/lib/snapd/snap-confine (enforce)\n/usr/lib/snapd/snap-confine//mount-namespace-capture-helper (enforce)\n/usr/bin/man (enforce)\nman_filter (enforce)\nman_groff (enforce)\nlsb_release (enforce)\nnvidia_modprobe (enforce)\nnvidia_modprobe//kmod (enforce)\n"),
 	},
 	{
 		Name: "sec-selinux-enforcing",
@@ -294,6 +288,28 @@ func setGlibc(a *derive.Archive, out, errMsg string) error {
 }
 
 func main() { derive.Main(derivations) }
+
+// setFiles is an Edit that only replaces recorded files (path, content
+// pairs).
+func setFiles(kv ...string) func(*derive.Archive) error {
+	return func(a *derive.Archive) error {
+		for i := 0; i+1 < len(kv); i += 2 {
+			a.SetFile(kv[i], kv[i+1])
+		}
+		return nil
+	}
+}
+
+// denyFiles is an Edit that only makes recorded files read as permission
+// denied.
+func denyFiles(paths ...string) func(*derive.Archive) error {
+	return func(a *derive.Archive) error {
+		for _, p := range paths {
+			a.Deny(p)
+		}
+		return nil
+	}
+}
 
 func replace(a *derive.Archive, p string, re *regexp.Regexp, with string) error {
 	b, ok := a.Files["fs/"+p]

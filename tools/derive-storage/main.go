@@ -35,12 +35,11 @@ var derivations = []derive.Derivation{
 		Base: "storage-xfs",
 		Note: "derived from storage-xfs: /srv/dbhost/pg replaced by an Amazon EFS NFSv4.1 mount with the EFS helper's defaults plus noatime (seed 003), /srv/dbhost/mysql by a NetApp NFSv3 mount with the tuned options of seed 004",
 		Edit: func(a *derive.Archive) error {
-			if err := replaceMount(a, pgMount, "0:61", "/", "rw,noatime", "nfs4", "fs-7513e02c.efs.eu-central-1.amazonaws.com:/",
-				"rw,vers=4.1,rsize=1048576,wsize=1048576,namlen=255,hard,proto=tcp,timeo=600,retrans=2,sec=sys,clientaddr=172.31.11.75,local_lock=none,addr=172.31.15.76"); err != nil {
-				return err
-			}
-			return replaceMount(a, mysqlMount, "0:62", "/", "rw,noatime", "nfs", "tc2-nas01:/vol/vms_gu_mysql04_dbStorage/mysql",
-				"rw,vers=3,rsize=65536,wsize=65536,namlen=255,hard,proto=tcp,timeo=600,retrans=2,sec=sys,mountaddr=10.20.1.5,mountvers=3,mountport=4046,mountproto=udp,local_lock=none,addr=10.20.1.5")
+			return replaceMounts(a,
+				mount{at: pgMount, dev: "0:61", opts: "rw,noatime", fstype: "nfs4", source: "fs-7513e02c.efs.eu-central-1.amazonaws.com:/",
+					super: "rw,vers=4.1,rsize=1048576,wsize=1048576,namlen=255,hard,proto=tcp,timeo=600,retrans=2,sec=sys,clientaddr=172.31.11.75,local_lock=none,addr=172.31.15.76"},
+				mount{at: mysqlMount, dev: "0:62", opts: "rw,noatime", fstype: "nfs", source: "tc2-nas01:/vol/vms_gu_mysql04_dbStorage/mysql",
+					super: "rw,vers=3,rsize=65536,wsize=65536,namlen=255,hard,proto=tcp,timeo=600,retrans=2,sec=sys,mountaddr=10.20.1.5,mountvers=3,mountport=4046,mountproto=udp,local_lock=none,addr=10.20.1.5"})
 		},
 	},
 	{
@@ -48,12 +47,11 @@ var derivations = []derive.Derivation{
 		Base: "storage-xfs",
 		Note: "derived from storage-xfs: /srv/dbhost/pg replaced by a soft NFSv3 mount over UDP with 32 KiB transfers and relatime, /srv/dbhost/mysql by a soft NFSv4.2 mount (TCP, 1 MiB, noatime)",
 		Edit: func(a *derive.Archive) error {
-			if err := replaceMount(a, pgMount, "0:61", "/", "rw,relatime", "nfs", "nas01:/export/pg",
-				"rw,vers=3,rsize=32768,wsize=32768,namlen=255,soft,proto=udp,timeo=11,retrans=3,sec=sys,mountaddr=10.20.1.6,mountvers=3,mountport=20048,mountproto=udp,local_lock=none,addr=10.20.1.6"); err != nil {
-				return err
-			}
-			return replaceMount(a, mysqlMount, "0:62", "/", "rw,noatime", "nfs4", "nas01:/export/mysql",
-				"rw,vers=4.2,rsize=1048576,wsize=1048576,namlen=255,soft,proto=tcp,timeo=600,retrans=2,sec=sys,clientaddr=10.20.1.20,local_lock=none,addr=10.20.1.6")
+			return replaceMounts(a,
+				mount{at: pgMount, dev: "0:61", opts: "rw,relatime", fstype: "nfs", source: "nas01:/export/pg",
+					super: "rw,vers=3,rsize=32768,wsize=32768,namlen=255,soft,proto=udp,timeo=11,retrans=3,sec=sys,mountaddr=10.20.1.6,mountvers=3,mountport=20048,mountproto=udp,local_lock=none,addr=10.20.1.6"},
+				mount{at: mysqlMount, dev: "0:62", opts: "rw,noatime", fstype: "nfs4", source: "nas01:/export/mysql",
+					super: "rw,vers=4.2,rsize=1048576,wsize=1048576,namlen=255,soft,proto=tcp,timeo=600,retrans=2,sec=sys,clientaddr=10.20.1.20,local_lock=none,addr=10.20.1.6"})
 		},
 	},
 	{
@@ -61,10 +59,7 @@ var derivations = []derive.Derivation{
 		Base: "storage-xfs",
 		Note: "derived from storage-xfs: the layout of seed 001 — MariaDB data on dataset mysqldata/mysql/data (recordsize 16K, primarycache metadata, atime off and gzip inherited from mysqldata/mysql), pool mysqldata with its SLOG in /dev/shm/zil_slog.img; PostgreSQL on pgdata/pg (recordsize 8K, lz4, atime off); zfs get, zpool status -P and arcstats in the tools' real formats",
 		Edit: func(a *derive.Archive) error {
-			if err := replaceMount(a, mysqlMount, "0:52", "/", "rw,noatime", "zfs", "mysqldata/mysql/data", "rw,xattr,noacl"); err != nil {
-				return err
-			}
-			if err := replaceMount(a, pgMount, "0:53", "/", "rw,noatime", "zfs", "pgdata/pg", "rw,xattr,noacl"); err != nil {
+			if err := zfsMounts(a, "rw,noatime", "mysqldata/mysql/data", "pgdata/pg"); err != nil {
 				return err
 			}
 			zfs(a, zfsGet([]dsProps{
@@ -110,10 +105,7 @@ errors: No known data errors
 		Base: "storage-xfs",
 		Note: "derived from storage-xfs: MariaDB data on dataset tank/mysql and PostgreSQL data on tank/pg, both with ZFS defaults (recordsize 128K, primarycache all, atime on, compression off), pool tank without log devices; PostgreSQL's tank/pg has primarycache metadata set",
 		Edit: func(a *derive.Archive) error {
-			if err := replaceMount(a, mysqlMount, "0:52", "/", "rw,relatime", "zfs", "tank/mysql", "rw,xattr,noacl"); err != nil {
-				return err
-			}
-			if err := replaceMount(a, pgMount, "0:53", "/", "rw,relatime", "zfs", "tank/pg", "rw,xattr,noacl"); err != nil {
+			if err := zfsMounts(a, "rw,relatime", "tank/mysql", "tank/pg"); err != nil {
 				return err
 			}
 			zfs(a, zfsGet([]dsProps{
@@ -138,10 +130,7 @@ errors: No known data errors
 		Base: "storage-xfs",
 		Note: "derived from storage-xfs: MariaDB and PostgreSQL data on ZFS datasets, but `zfs get` and `zpool status` failed (zfs utilities not installed): the ZFS checks cannot judge",
 		Edit: func(a *derive.Archive) error {
-			if err := replaceMount(a, mysqlMount, "0:52", "/", "rw,noatime", "zfs", "tank/mysql", "rw,xattr,noacl"); err != nil {
-				return err
-			}
-			if err := replaceMount(a, pgMount, "0:53", "/", "rw,noatime", "zfs", "tank/pg", "rw,xattr,noacl"); err != nil {
+			if err := zfsMounts(a, "rw,noatime", "tank/mysql", "tank/pg"); err != nil {
 				return err
 			}
 			notFound := `exec: "%s": executable file not found in $PATH`
@@ -156,8 +145,8 @@ errors: No known data errors
 		Base: "storage-xfs",
 		Note: "derived from storage-xfs: /srv/dbhost/pg mounted from LVM volume /dev/mapper/vgdb-pg (dm-0, 252:0, read_ahead_kb 4096) on a second virtio disk vdb (254:16); sysfs entries of dm-0 and vdb added in the kernel's formats (vdb's copied from vda's); pg_wal of that PostgreSQL resolved to /srv/dbhost/mysql/pg_wal (a symlink onto the other filesystem, on vda)",
 		Edit: func(a *derive.Archive) error {
-			if err := replaceMount(a, pgMount, "252:0", "/", "rw,noatime", "xfs", "/dev/mapper/vgdb-pg",
-				"rw,attr2,inode64,logbufs=8,logbsize=32k,noquota"); err != nil {
+			if err := replaceMounts(a, mount{at: pgMount, dev: "252:0", opts: "rw,noatime", fstype: "xfs", source: "/dev/mapper/vgdb-pg",
+				super: "rw,attr2,inode64,logbufs=8,logbsize=32k,noquota"}); err != nil {
 				return err
 			}
 			dm := "sys/devices/virtual/block/dm-0"
@@ -270,24 +259,39 @@ func zfsGet(ds []dsProps) string {
 
 func main() { derive.Main(derivations) }
 
-// replaceMount rewrites the line of mount point mp in every recorded
-// mountinfo, keeping its mount and parent IDs and optional fields.
-func replaceMount(a *derive.Archive, mp, majmin, root, opts, fstype, source, superOpts string) error {
-	found := 0
-	a.EditProcLines("mountinfo", func(ln string) string {
-		pre, _, ok := strings.Cut(ln, " - ")
-		f := strings.Fields(pre)
-		if !ok || len(f) < 6 || f[4] != mp {
-			return ln
+// mount is what a derived mountinfo line says of the filesystem at a mount
+// point: its device (MAJ:MIN), mount options, type, source and superblock
+// options. The filesystem's root is mounted, as every base mount is.
+type mount struct{ at, dev, opts, fstype, source, super string }
+
+// replaceMounts rewrites the line of each mount point, in order, in every
+// recorded mountinfo, keeping its mount and parent IDs and optional fields.
+func replaceMounts(a *derive.Archive, ms ...mount) error {
+	for _, m := range ms {
+		found := 0
+		a.EditProcLines("mountinfo", func(ln string) string {
+			pre, _, ok := strings.Cut(ln, " - ")
+			f := strings.Fields(pre)
+			if !ok || len(f) < 6 || f[4] != m.at {
+				return ln
+			}
+			found++
+			fields := append([]string{f[0], f[1], m.dev, "/", m.at, m.opts}, f[6:]...)
+			return strings.Join(fields, " ") + " - " + m.fstype + " " + m.source + " " + m.super
+		})
+		if found == 0 {
+			return fmt.Errorf("no mountinfo line for %s in the base recording", m.at)
 		}
-		found++
-		fields := append([]string{f[0], f[1], majmin, root, mp, opts}, f[6:]...)
-		return strings.Join(fields, " ") + " - " + fstype + " " + source + " " + superOpts
-	})
-	if found == 0 {
-		return fmt.Errorf("no mountinfo line for %s in the base recording", mp)
 	}
 	return nil
+}
+
+// zfsMounts puts MariaDB's and PostgreSQL's data on the ZFS datasets
+// mysqlDS and pgDS, mounted with opts.
+func zfsMounts(a *derive.Archive, opts, mysqlDS, pgDS string) error {
+	return replaceMounts(a,
+		mount{at: mysqlMount, dev: "0:52", opts: opts, fstype: "zfs", source: mysqlDS, super: "rw,xattr,noacl"},
+		mount{at: pgMount, dev: "0:53", opts: opts, fstype: "zfs", source: pgDS, super: "rw,xattr,noacl"})
 }
 
 // zfs records the ZFS command outputs and kstats the storage gatherer reads.

@@ -11,17 +11,13 @@ func init() {
 		AsUser: "nobody",
 	})
 	register(Scenario{
-		Name: "mem-swappiness-1",
-		Note: "vm.swappiness set to 1",
-		Setup: func(r *Run) error {
-			return r.Sysctl("vm.swappiness", "1")
-		},
+		Name:  "mem-swappiness-1",
+		Note:  "vm.swappiness set to 1",
+		Setup: sysctlSetup("vm.swappiness", "1"),
 	})
 	register(Scenario{
-		Name: "mem-swappiness-0",
-		Note: "vm.swappiness set to 0",
-		Setup: func(r *Run) error {
-			return r.Sysctl("vm.swappiness", "0")
-		},
+		Name:  "mem-swappiness-0",
+		Note:  "vm.swappiness set to 0",
+		Setup: sysctlSetup("vm.swappiness", "0"),
 	})
 }

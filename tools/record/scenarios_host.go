@@ -34,12 +34,9 @@ import (
 
 func init() {
 	register(Scenario{
-		Name: "limits-nofile-1024",
-		Note: "private PostgreSQL started under prlimit --nofile=1024:1024",
-		Setup: func(r *Run) error {
-			r.Postgres(testdb.Options{Nofile: 1024})
-			return nil
-		},
+		Name:  "limits-nofile-1024",
+		Note:  "private PostgreSQL started under prlimit --nofile=1024:1024",
+		Setup: postgresSetup(testdb.Options{Nofile: 1024}),
 	})
 	register(Scenario{
 		Name: "limits-nproc-low",
@@ -50,29 +47,22 @@ func init() {
 		},
 	})
 	register(Scenario{
-		Name: "limits-filemax-low",
-		Note: "fs.file-max lowered to 50000 (678 handles were in use), below the databases' summed open-file limits of 60000",
-		Setup: func(r *Run) error {
-			return r.Sysctl("fs.file-max", "50000")
-		},
+		Name:  "limits-filemax-low",
+		Note:  "fs.file-max lowered to 50000 (678 handles were in use), below the databases' summed open-file limits of 60000",
+		Setup: sysctlSetup("fs.file-max", "50000"),
 	})
 	register(Scenario{
 		Name: "limits-unit-dropin",
 		Note: "temporary files: /etc/systemd/system/mariadb.service.d/99-dbhost-test.conf (LimitNOFILE=65536, LimitNPROC=65536, TasksMax=64) and /etc/security/limits.d/99-dbhost-test.conf (postgres - nofile 65536)",
-		Setup: func(r *Run) error {
-			if err := tempFile(r, "/etc/systemd/system/mariadb.service.d/99-dbhost-test.conf", "[Service]\nLimitNOFILE=65536\nLimitNPROC=65536\nTasksMax=64\n"); err != nil {
-				return err
-			}
-			return tempFile(r, "/etc/security/limits.d/99-dbhost-test.conf", "# dbhost fixture\npostgres  -  nofile  65536\n")
-		},
+		Setup: tempFilesSetup(
+			"/etc/systemd/system/mariadb.service.d/99-dbhost-test.conf", "[Service]\nLimitNOFILE=65536\nLimitNPROC=65536\nTasksMax=64\n",
+			"/etc/security/limits.d/99-dbhost-test.conf", "# dbhost fixture\npostgres  -  nofile  65536\n"),
 	})
 	register(Scenario{
 		Name: "net-tuned",
 		Note: "network parameters at dbhost's targets: somaxconn 4096, tcp_max_syn_backlog 4096, tcp_keepalive_time 120, tcp_keepalive_intvl 30, tcp_fin_timeout 30",
-		Setup: func(r *Run) error {
-			return sysctls(r, "net.core.somaxconn", "4096", "net.ipv4.tcp_max_syn_backlog", "4096",
-				"net.ipv4.tcp_keepalive_time", "120", "net.ipv4.tcp_keepalive_intvl", "30", "net.ipv4.tcp_fin_timeout", "30")
-		},
+		Setup: sysctlSetup("net.core.somaxconn", "4096", "net.ipv4.tcp_max_syn_backlog", "4096",
+			"net.ipv4.tcp_keepalive_time", "120", "net.ipv4.tcp_keepalive_intvl", "30", "net.ipv4.tcp_fin_timeout", "30"),
 	})
 	register(Scenario{
 		Name: "net-somaxconn-128",
@@ -117,29 +107,20 @@ func init() {
 	register(Scenario{
 		Name: "persist-files",
 		Note: "temporary files: /etc/sysctl.d/99-dbhost-test.conf (vm.swappiness = 10, -net.core.somaxconn = 8192, net.ipv4.tcp_fin_timeout = 30, a glob), /etc/udev/rules.d/60-dbhost-test.rules (scheduler and read-ahead for vd*), /etc/security/limits.d/99-dbhost-test.conf: the sysctl.d values differ from the running ones",
-		Setup: func(r *Run) error {
-			if err := tempFile(r, "/etc/sysctl.d/99-dbhost-test.conf", "# dbhost fixture\nvm.swappiness = 10\n-net.core.somaxconn = 8192\nnet/ipv4/tcp_fin_timeout = 30\nnet.ipv4.conf.*.rp_filter = 2\n-net.ipv4.conf.all.rp_filter\n"); err != nil {
-				return err
-			}
-			if err := tempFile(r, "/etc/udev/rules.d/60-dbhost-test.rules", "# dbhost fixture\nACTION==\"add|change\", SUBSYSTEM==\"block\", KERNEL==\"vd[a-z]\", \\\n  ATTR{queue/scheduler}=\"none\", ATTR{bdi/read_ahead_kb}=\"64\"\n"); err != nil {
-				return err
-			}
-			return tempFile(r, "/etc/security/limits.d/99-dbhost-test.conf", "mysql soft nofile 64000\nmysql hard nofile 64000\n@postgres - nproc 64000\n")
-		},
+		Setup: tempFilesSetup(
+			"/etc/sysctl.d/99-dbhost-test.conf", "# dbhost fixture\nvm.swappiness = 10\n-net.core.somaxconn = 8192\nnet/ipv4/tcp_fin_timeout = 30\nnet.ipv4.conf.*.rp_filter = 2\n-net.ipv4.conf.all.rp_filter\n",
+			"/etc/udev/rules.d/60-dbhost-test.rules", "# dbhost fixture\nACTION==\"add|change\", SUBSYSTEM==\"block\", KERNEL==\"vd[a-z]\", \\\n  ATTR{queue/scheduler}=\"none\", ATTR{bdi/read_ahead_kb}=\"64\"\n",
+			"/etc/security/limits.d/99-dbhost-test.conf", "mysql soft nofile 64000\nmysql hard nofile 64000\n@postgres - nproc 64000\n"),
 	})
 	register(Scenario{
-		Name: "persist-sysctl-match",
-		Note: "kernel.pid_max set to 4194304, the value /usr/lib/sysctl.d/50-pid-max.conf persists: no judged parameter differs from sysctl.d",
-		Setup: func(r *Run) error {
-			return r.Sysctl("kernel.pid_max", "4194304")
-		},
+		Name:  "persist-sysctl-match",
+		Note:  "kernel.pid_max set to 4194304, the value /usr/lib/sysctl.d/50-pid-max.conf persists: no judged parameter differs from sysctl.d",
+		Setup: sysctlSetup("kernel.pid_max", "4194304"),
 	})
 	register(Scenario{
-		Name: "tuned-profile",
-		Note: "fake TuneD configuration, no daemon: /etc/tuned/active_profile dbhost-test-guest, which includes dbhost-test-base; their values copy TuneD's throughput-performance and virtual-guest profiles (swappiness 30, dirty_ratio 30, THP always, readahead >4096); reapply_sysctl default",
-		Setup: func(r *Run) error {
-			return fakeTuned(r, "dbhost-test-guest", "")
-		},
+		Name:  "tuned-profile",
+		Note:  "fake TuneD configuration, no daemon: /etc/tuned/active_profile dbhost-test-guest, which includes dbhost-test-base; their values copy TuneD's throughput-performance and virtual-guest profiles (swappiness 30, dirty_ratio 30, THP always, readahead >4096); reapply_sysctl default",
+		Setup: func(r *Run) error { return fakeTuned(r, "dbhost-test-guest", "") },
 	})
 	register(Scenario{
 		Name: "tuned-noreapply",
@@ -162,25 +143,19 @@ func init() {
 		},
 	})
 	register(Scenario{
-		Name: "tuned-missing",
-		Note: "/etc/tuned/active_profile names a profile that exists nowhere (dbhost-test-absent)",
-		Setup: func(r *Run) error {
-			return tempFile(r, "/etc/tuned/active_profile", "dbhost-test-absent\n")
-		},
+		Name:  "tuned-missing",
+		Note:  "/etc/tuned/active_profile names a profile that exists nowhere (dbhost-test-absent)",
+		Setup: func(r *Run) error { return tempFile(r, "/etc/tuned/active_profile", "dbhost-test-absent\n") },
 	})
 	register(Scenario{
-		Name: "time-chrony",
-		Note: "chronyd (Debian's chrony 4.3, run from its unpacked package, -u root, no rtcsync) disciplining the clock from a SOCK reference clock fed offset 0 by the recorder, because this VM reaches no NTP server; stopped afterwards and the kernel clock state (adjtimex status, frequency, errors) restored",
-		Setup: func(r *Run) error {
-			return runChrony(r, true)
-		},
+		Name:  "time-chrony",
+		Note:  "chronyd (Debian's chrony 4.3, run from its unpacked package, -u root, no rtcsync) disciplining the clock from a SOCK reference clock fed offset 0 by the recorder, because this VM reaches no NTP server; stopped afterwards and the kernel clock state (adjtimex status, frequency, errors) restored",
+		Setup: func(r *Run) error { return runChrony(r, true) },
 	})
 	register(Scenario{
-		Name: "time-chrony-nosource",
-		Note: "chronyd with Debian's pool servers, which this VM cannot reach (UDP 123 blocked): running, never synchronised; stopped afterwards and the clock state restored",
-		Setup: func(r *Run) error {
-			return runChrony(r, false)
-		},
+		Name:  "time-chrony-nosource",
+		Note:  "chronyd with Debian's pool servers, which this VM cannot reach (UDP 123 blocked): running, never synchronised; stopped afterwards and the clock state restored",
+		Setup: func(r *Run) error { return runChrony(r, false) },
 	})
 	register(Scenario{
 		Name: "container-memlimit",
@@ -208,16 +183,6 @@ func init() {
 	})
 }
 
-// sysctls sets several kernel parameters through the journal.
-func sysctls(r *Run, kv ...string) error {
-	for i := 0; i+1 < len(kv); i += 2 {
-		if err := r.Sysctl(kv[i], kv[i+1]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // tempFile writes a file that must not exist yet and removes it (and the
 // directories it had to create) after collection.
 func tempFile(r *Run, path, content string) error {
@@ -243,6 +208,19 @@ func tempFile(r *Run, path, content string) error {
 		}
 	}
 	return os.WriteFile(path, []byte(content), 0o644)
+}
+
+// tempFilesSetup writes temporary files (path, content pairs, in order)
+// with tempFile.
+func tempFilesSetup(kv ...string) func(*Run) error {
+	return func(r *Run) error {
+		for i := 0; i+1 < len(kv); i += 2 {
+			if err := tempFile(r, kv[i], kv[i+1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // Profiles for the fake TuneD configuration. Their values are those of
@@ -352,11 +330,10 @@ func runChrony(r *Run, ref bool) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "dbhost-chrony-")
+	dir, err := tempDir(r, "dbhost-chrony-")
 	if err != nil {
 		return err
 	}
-	r.Cleanup(func() { os.RemoveAll(dir) })
 	var saved unix.Timex
 	if _, err := unix.Adjtimex(&saved); err != nil {
 		return err
@@ -429,11 +406,10 @@ func chronydBinary(r *Run) (string, error) {
 	if p, err := exec.LookPath("chronyd"); err == nil {
 		return p, nil
 	}
-	dir, err := os.MkdirTemp("", "dbhost-chrony-pkg-")
+	dir, err := tempDir(r, "dbhost-chrony-pkg-")
 	if err != nil {
 		return "", err
 	}
-	r.Cleanup(func() { os.RemoveAll(dir) })
 	get := exec.Command("apt-get", "download", "chrony")
 	get.Dir = dir
 	if out, err := get.CombinedOutput(); err != nil {

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/dbhost/dbhost/internal/engine/mongo/mongotest"
 	"github.com/dbhost/dbhost/internal/testdb"
@@ -31,13 +30,14 @@ const (
 	pgHugeBuffer = "512MB"
 )
 
+// myLargePages is a private MariaDB whose buffer pool wants huge pages.
+var myLargePages = testdb.Options{Settings: map[string]string{"large-pages": "ON", "innodb-buffer-pool-size": "256M"}}
+
 func init() {
 	register(Scenario{
-		Name: "mem-thp-never",
-		Note: "THP enabled=never and defrag=never, set at runtime only (nothing persists them)",
-		Setup: func(r *Run) error {
-			return thp(r, "never", "never")
-		},
+		Name:  "mem-thp-never",
+		Note:  "THP enabled=never and defrag=never, set at runtime only (nothing persists them)",
+		Setup: thpSetup("never", "never"),
 	})
 	register(Scenario{
 		Name: "mem-thp-never-persisted",
@@ -72,65 +72,39 @@ func init() {
 		},
 	})
 	register(Scenario{
-		Name: "mem-thp-always",
-		Note: "THP enabled=always and defrag=always (khugepaged max_ptes_none stays at its default 511)",
-		Setup: func(r *Run) error {
-			return thp(r, "always", "always")
-		},
+		Name:  "mem-thp-always",
+		Note:  "THP enabled=always and defrag=always (khugepaged max_ptes_none stays at its default 511)",
+		Setup: thpSetup("always", "always"),
 	})
 	register(Scenario{
-		Name: "mem-thp-always-ptes0",
-		Note: "THP enabled=always, defrag=defer+madvise, khugepaged max_ptes_none=0 (MongoDB 8's settings)",
-		Setup: func(r *Run) error {
-			if err := thp(r, "always", "defer+madvise"); err != nil {
-				return err
-			}
-			return r.Set(thpDir+"/khugepaged/max_ptes_none", "0")
-		},
+		Name:  "mem-thp-always-ptes0",
+		Note:  "THP enabled=always, defrag=defer+madvise, khugepaged max_ptes_none=0 (MongoDB 8's settings)",
+		Setup: thpMongo8,
 	})
 	register(Scenario{
-		Name: "mem-dirty-high",
-		Note: "vm.dirty_ratio=40 and vm.dirty_background_ratio=30 on a 24 GiB host",
-		Setup: func(r *Run) error {
-			if err := r.Sysctl("vm.dirty_ratio", "40"); err != nil {
-				return err
-			}
-			return r.Sysctl("vm.dirty_background_ratio", "30")
-		},
+		Name:  "mem-dirty-high",
+		Note:  "vm.dirty_ratio=40 and vm.dirty_background_ratio=30 on a 24 GiB host",
+		Setup: sysctlSetup("vm.dirty_ratio", "40", "vm.dirty_background_ratio", "30"),
 	})
 	register(Scenario{
-		Name: "mem-dirty-bg-equal",
-		Note: "vm.dirty_ratio=10 and vm.dirty_background_ratio=10: the background threshold is not below the dirty threshold",
-		Setup: func(r *Run) error {
-			if err := r.Sysctl("vm.dirty_ratio", "10"); err != nil {
-				return err
-			}
-			return r.Sysctl("vm.dirty_background_ratio", "10")
-		},
+		Name:  "mem-dirty-bg-equal",
+		Note:  "vm.dirty_ratio=10 and vm.dirty_background_ratio=10: the background threshold is not below the dirty threshold",
+		Setup: sysctlSetup("vm.dirty_ratio", "10", "vm.dirty_background_ratio", "10"),
 	})
 	register(Scenario{
-		Name: "mem-dirty-low",
-		Note: "vm.dirty_ratio=10 and vm.dirty_background_ratio=3 (Red Hat's values for large hosts)",
-		Setup: func(r *Run) error {
-			if err := r.Sysctl("vm.dirty_ratio", "10"); err != nil {
-				return err
-			}
-			return r.Sysctl("vm.dirty_background_ratio", "3")
-		},
+		Name:  "mem-dirty-low",
+		Note:  "vm.dirty_ratio=10 and vm.dirty_background_ratio=3 (Red Hat's values for large hosts)",
+		Setup: sysctlSetup("vm.dirty_ratio", "10", "vm.dirty_background_ratio", "3"),
 	})
 	register(Scenario{
-		Name: "mem-overcommit-2",
-		Note: "vm.overcommit_memory=2 with the default overcommit_ratio 50 (CommitLimit about 12 GB, far above what the host commits), shared PostgreSQL and Redis running",
-		Setup: func(r *Run) error {
-			return r.Sysctl("vm.overcommit_memory", "2")
-		},
+		Name:  "mem-overcommit-2",
+		Note:  "vm.overcommit_memory=2 with the default overcommit_ratio 50 (CommitLimit about 12 GB, far above what the host commits), shared PostgreSQL and Redis running",
+		Setup: sysctlSetup("vm.overcommit_memory", "2"),
 	})
 	register(Scenario{
-		Name: "mem-overcommit-1",
-		Note: "vm.overcommit_memory=1, shared PostgreSQL (postmaster oom_score_adj 0) and Redis running",
-		Setup: func(r *Run) error {
-			return r.Sysctl("vm.overcommit_memory", "1")
-		},
+		Name:  "mem-overcommit-1",
+		Note:  "vm.overcommit_memory=1, shared PostgreSQL (postmaster oom_score_adj 0) and Redis running",
+		Setup: sysctlSetup("vm.overcommit_memory", "1"),
 	})
 	register(Scenario{
 		Name: "mem-overcommit-redis-fork",
@@ -170,7 +144,7 @@ func init() {
 				return err
 			}
 			r.Postgres(testdb.Options{Settings: map[string]string{"shared_buffers": pgHugeBuffer, "huge_pages": "try"}})
-			r.MariaDB(testdb.Options{Settings: map[string]string{"large-pages": "ON", "innodb-buffer-pool-size": "256M"}})
+			r.MariaDB(myLargePages)
 			return nil
 		},
 	})
@@ -199,10 +173,7 @@ func init() {
 		Name: "mem-mongo8-thp",
 		Note: "a mongod 8.0.4 with MongoDB 8's THP settings (enabled=always, defrag=defer+madvise, khugepaged max_ptes_none=0) next to the shared PostgreSQL and MariaDB, which want THP off" + standInNote,
 		Setup: func(r *Run) error {
-			if err := thp(r, "always", "defer+madvise"); err != nil {
-				return err
-			}
-			if err := r.Set(thpDir+"/khugepaged/max_ptes_none", "0"); err != nil {
+			if err := thpMongo8(r); err != nil {
 				return err
 			}
 			mongotest.Start(r.tb, mongotest.Options{Version: "8.0.4"})
@@ -237,25 +208,19 @@ func init() {
 		},
 	})
 	register(Scenario{
-		Name: "mem-zone-reclaim-1",
-		Note: "vm.zone_reclaim_mode=1 on this single-node VM",
-		Setup: func(r *Run) error {
-			return r.Sysctl("vm.zone_reclaim_mode", "1")
-		},
+		Name:  "mem-zone-reclaim-1",
+		Note:  "vm.zone_reclaim_mode=1 on this single-node VM",
+		Setup: sysctlSetup("vm.zone_reclaim_mode", "1"),
 	})
 	register(Scenario{
-		Name: "mem-minfree-low",
-		Note: "vm.min_free_kbytes=8192 on a 24 GiB host (kernel formula about 19900)",
-		Setup: func(r *Run) error {
-			return r.Sysctl("vm.min_free_kbytes", "8192")
-		},
+		Name:  "mem-minfree-low",
+		Note:  "vm.min_free_kbytes=8192 on a 24 GiB host (kernel formula about 19900)",
+		Setup: sysctlSetup("vm.min_free_kbytes", "8192"),
 	})
 	register(Scenario{
-		Name: "mem-minfree-high",
-		Note: "vm.min_free_kbytes=2097152 (2 GiB, 8.5 % of RAM)",
-		Setup: func(r *Run) error {
-			return r.Sysctl("vm.min_free_kbytes", "2097152")
-		},
+		Name:  "mem-minfree-high",
+		Note:  "vm.min_free_kbytes=2097152 (2 GiB, 8.5 % of RAM)",
+		Setup: sysctlSetup("vm.min_free_kbytes", "2097152"),
 	})
 	register(Scenario{
 		Name: "mem-swapfile",
@@ -279,19 +244,14 @@ func init() {
 		},
 	})
 	register(Scenario{
-		Name: "mem-shmmax-small",
-		Note: "kernel.shmmax=32, below the 56-byte System V interlock segment of the running PostgreSQL servers",
-		Setup: func(r *Run) error {
-			return r.Sysctl("kernel.shmmax", "32")
-		},
+		Name:  "mem-shmmax-small",
+		Note:  "kernel.shmmax=32, below the 56-byte System V interlock segment of the running PostgreSQL servers",
+		Setup: sysctlSetup("kernel.shmmax", "32"),
 	})
 	register(Scenario{
-		Name: "mem-hugepages-pg-try0",
-		Note: "private PostgreSQL with shared_buffers=512MB and huge_pages=try, no huge pages reserved: it runs on 4 kB pages",
-		Setup: func(r *Run) error {
-			r.Postgres(testdb.Options{Settings: map[string]string{"shared_buffers": pgHugeBuffer, "huge_pages": "try"}})
-			return nil
-		},
+		Name:  "mem-hugepages-pg-try0",
+		Note:  "private PostgreSQL with shared_buffers=512MB and huge_pages=try, no huge pages reserved: it runs on 4 kB pages",
+		Setup: postgresSetup(testdb.Options{Settings: map[string]string{"shared_buffers": pgHugeBuffer, "huge_pages": "try"}}),
 	})
 	register(Scenario{
 		Name: "mem-hugepages-pg-on",
@@ -309,38 +269,19 @@ func init() {
 		},
 	})
 	register(Scenario{
-		Name: "mem-hugepages-pg-off-large",
-		Note: "private PostgreSQL with shared_buffers=8GB and huge_pages=off (the buffers are mapped, not touched)",
-		Setup: func(r *Run) error {
-			r.Postgres(testdb.Options{Settings: map[string]string{"shared_buffers": "8GB", "huge_pages": "off"}})
-			return nil
-		},
+		Name:  "mem-hugepages-pg-off-large",
+		Note:  "private PostgreSQL with shared_buffers=8GB and huge_pages=off (the buffers are mapped, not touched)",
+		Setup: postgresSetup(testdb.Options{Settings: map[string]string{"shared_buffers": "8GB", "huge_pages": "off"}}),
 	})
 	register(Scenario{
 		Name: "mem-hugepages-pg-pending",
 		Note: "private PostgreSQL (shared_buffers=512MB) started with the default huge_pages=try and no huge pages, then ALTER SYSTEM SET huge_pages = on (pending restart) and pg_hba switched to peer so root reads its settings from the files: the next restart will fail",
 		Setup: func(r *Run) error {
 			s := r.Postgres(testdb.Options{Settings: map[string]string{"shared_buffers": pgHugeBuffer}})
-			if err := r.Command("psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", s.Socket, "-p", strconv.Itoa(s.Port), "-U", "postgres", "-d", "postgres",
-				"-c", "ALTER SYSTEM SET huge_pages = on"); err != nil {
+			if err := psql(r, s, "ALTER SYSTEM SET huge_pages = on"); err != nil {
 				return err
 			}
-			hba := filepath.Join(s.DataDir, "pg_hba.conf")
-			if err := os.WriteFile(hba, []byte("local all all peer\n"), 0o600); err != nil {
-				return err
-			}
-			uid, _, err := lookup("postgres")
-			if err != nil {
-				return err
-			}
-			if err := os.Chown(hba, uid, -1); err != nil {
-				return err
-			}
-			if err := syscall.Kill(s.PID, syscall.SIGHUP); err != nil {
-				return err
-			}
-			time.Sleep(300 * time.Millisecond) // the reload reaches every process
-			return nil
+			return pgHBA(s, "local all all peer\n")
 		},
 	})
 	register(Scenario{
@@ -363,17 +304,14 @@ func init() {
 			if err := r.Sysctl("vm.nr_hugepages", "160"); err != nil {
 				return err
 			}
-			r.MariaDB(testdb.Options{Settings: map[string]string{"large-pages": "ON", "innodb-buffer-pool-size": "256M"}})
+			r.MariaDB(myLargePages)
 			return nil
 		},
 	})
 	register(Scenario{
-		Name: "mem-hugepages-mariadb-nopages",
-		Note: "private MariaDB with large-pages and innodb_buffer_pool_size=256M but no huge pages reserved: InnoDB falls back to conventional memory",
-		Setup: func(r *Run) error {
-			r.MariaDB(testdb.Options{Settings: map[string]string{"large-pages": "ON", "innodb-buffer-pool-size": "256M"}})
-			return nil
-		},
+		Name:  "mem-hugepages-mariadb-nopages",
+		Note:  "private MariaDB with large-pages and innodb_buffer_pool_size=256M but no huge pages reserved: InnoDB falls back to conventional memory",
+		Setup: mariaDBSetup(myLargePages),
 	})
 }
 
@@ -383,6 +321,15 @@ func thp(r *Run, enabled, defrag string) error {
 		return err
 	}
 	return r.Set(thpDir+"/defrag", defrag)
+}
+
+// thpMongo8 applies MongoDB 8's THP settings: enabled=always,
+// defrag=defer+madvise, khugepaged max_ptes_none=0.
+func thpMongo8(r *Run) error {
+	if err := thp(r, "always", "defer+madvise"); err != nil {
+		return err
+	}
+	return r.Set(thpDir+"/khugepaged/max_ptes_none", "0")
 }
 
 // writeFile creates a file that must not exist yet and removes it after

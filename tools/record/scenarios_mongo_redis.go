@@ -55,18 +55,12 @@ func init() {
 		Name:   "redis-nonroot",
 		Note:   "a private Redis (user redis) bound to 0.0.0.0 with protected-mode no, collected as user nobody: its sockets cannot be seen",
 		AsUser: "nobody",
-		Setup: func(r *Run) error {
-			r.Redis(testdb.Options{Settings: map[string]string{"bind": "0.0.0.0", "protected-mode": "no"}})
-			return nil
-		},
+		Setup:  redisSetup(testdb.Options{Settings: map[string]string{"bind": "0.0.0.0", "protected-mode": "no"}}),
 	})
 	register(Scenario{
-		Name: "mongo-8",
-		Note: "a mongod 8.0.4 with a packaged-style mongod.conf: bound to 127.0.0.1, authorization not enabled, WiredTiger" + standInNote,
-		Setup: func(r *Run) error {
-			mongotest.Start(r.tb, mongotest.Options{Version: "8.0.4"})
-			return nil
-		},
+		Name:  "mongo-8",
+		Note:  "a mongod 8.0.4 with a packaged-style mongod.conf: bound to 127.0.0.1, authorization not enabled, WiredTiger" + standInNote,
+		Setup: mongoSetup(mongotest.Options{Version: "8.0.4"}),
 	})
 	register(Scenario{
 		Name: "mongo-6",
@@ -125,12 +119,8 @@ processManagement:
 // redisInclude writes a file for a private Redis to include, removed after
 // collection.
 func redisInclude(r *Run, text string) (string, error) {
-	dir, err := os.MkdirTemp("", "dbhost-redis-inc-")
+	dir, err := sharedTempDir(r, "dbhost-redis-inc-")
 	if err != nil {
-		return "", err
-	}
-	r.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
 		return "", err
 	}
 	f := filepath.Join(dir, "extra.conf")

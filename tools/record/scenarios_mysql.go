@@ -19,12 +19,9 @@ import (
 
 func init() {
 	register(Scenario{
-		Name: "mysql-private",
-		Note: "private MariaDB (--no-defaults, socket auth for root, no test database) with innodb_flush_method=fsync and max_connections=77 on the command line, bound to 127.0.0.1; read live as root over unix_socket",
-		Setup: func(r *Run) error {
-			r.MariaDB(testdb.Options{Settings: map[string]string{"innodb-flush-method": "fsync", "max-connections": "77"}})
-			return nil
-		},
+		Name:  "mysql-private",
+		Note:  "private MariaDB (--no-defaults, socket auth for root, no test database) with innodb_flush_method=fsync and max_connections=77 on the command line, bound to 127.0.0.1; read live as root over unix_socket",
+		Setup: mariaDBSetup(testdb.Options{Settings: map[string]string{"innodb-flush-method": "fsync", "max-connections": "77"}}),
 	})
 	register(Scenario{
 		Name: "mysql-defaults-file",
@@ -59,12 +56,9 @@ func init() {
 		},
 	})
 	register(Scenario{
-		Name: "mysql-skip-grant-tables",
-		Note: "private MariaDB started with --skip-grant-tables=1 (no password or privilege checks)",
-		Setup: func(r *Run) error {
-			r.MariaDB(testdb.Options{Settings: map[string]string{"skip-grant-tables": "1"}})
-			return nil
-		},
+		Name:  "mysql-skip-grant-tables",
+		Note:  "private MariaDB started with --skip-grant-tables=1 (no password or privilege checks)",
+		Setup: mariaDBSetup(testdb.Options{Settings: map[string]string{"skip-grant-tables": "1"}}),
 	})
 	register(Scenario{
 		Name:   "mysql-nonroot",
@@ -88,29 +82,20 @@ func init() {
 		},
 	})
 	register(Scenario{
-		Name: "mysql-galera",
-		Note: "private MariaDB as a one-node Galera cluster (wsrep_on, libgalera_smm, gcomm://) with Galera's default gmcast.listen_addr: group communication listens on 0.0.0.0:4567",
-		Setup: func(r *Run) error {
-			r.MariaDB(testdb.Options{Settings: myGalera(nil)})
-			return nil
-		},
+		Name:  "mysql-galera",
+		Note:  "private MariaDB as a one-node Galera cluster (wsrep_on, libgalera_smm, gcomm://) with Galera's default gmcast.listen_addr: group communication listens on 0.0.0.0:4567",
+		Setup: mariaDBSetup(testdb.Options{Settings: myGalera(nil)}),
 	})
 	register(Scenario{
-		Name: "mysql-galera-bound",
-		Note: "private one-node Galera cluster with wsrep_node_address=127.0.0.1 and gmcast.listen_addr=tcp://127.0.0.1:PORT (a free port), IST and SST addresses on 127.0.0.1",
-		Setup: func(r *Run) error {
-			r.MariaDB(testdb.Options{Settings: myGalera(myGaleraBound(r))})
-			return nil
-		},
+		Name:  "mysql-galera-bound",
+		Note:  "private one-node Galera cluster with wsrep_node_address=127.0.0.1 and gmcast.listen_addr=tcp://127.0.0.1:PORT (a free port), IST and SST addresses on 127.0.0.1",
+		Setup: startGaleraBound,
 	})
 	register(Scenario{
 		Name:   "mysql-galera-nonroot",
 		Note:   "the bound one-node Galera cluster of mysql-galera-bound, collected as user nobody: the configuration binds 127.0.0.1 but the server's sockets cannot be read",
 		AsUser: "nobody",
-		Setup: func(r *Run) error {
-			r.MariaDB(testdb.Options{Settings: myGalera(myGaleraBound(r))})
-			return nil
-		},
+		Setup:  startGaleraBound,
 	})
 }
 
@@ -118,12 +103,8 @@ func init() {
 // owned by mysql with the given mode); "@DIR@" in a content is replaced by
 // the directory. The directory is removed after collection.
 func myConfTree(r *Run, mode os.FileMode, files map[string]string) (string, error) {
-	dir, err := os.MkdirTemp("", "dbhost-mycnf-")
+	dir, err := sharedTempDir(r, "dbhost-mycnf-")
 	if err != nil {
-		return "", err
-	}
-	r.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
 		return "", err
 	}
 	uid, gid, err := lookup("mysql")
@@ -215,6 +196,12 @@ func myGalera(extra map[string]string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// startGaleraBound starts a one-node Galera cluster bound to 127.0.0.1.
+func startGaleraBound(r *Run) error {
+	r.MariaDB(testdb.Options{Settings: myGalera(myGaleraBound(r))})
+	return nil
 }
 
 // myGaleraBound binds group communication, IST and SST to 127.0.0.1 on

@@ -26,14 +26,12 @@ func init() {
 			if err := pgIncludeDir(s, "50-dbhost-test.conf", "random_page_cost = 1.1\neffective_cache_size = '256MB'\n"); err != nil {
 				return err
 			}
-			for _, sql := range []string{
+			if err := psql(r, s,
 				"ALTER SYSTEM SET effective_io_concurrency = 100",
 				"CREATE DATABASE app TEMPLATE template0 LOCALE 'en_US.UTF-8'",
 				"SELECT pg_reload_conf()",
-			} {
-				if err := psql(r, s, sql); err != nil {
-					return err
-				}
+			); err != nil {
+				return err
 			}
 			return pgSettle()
 		},
@@ -46,15 +44,10 @@ func init() {
 			if err != nil {
 				return err
 			}
-			for _, sql := range []string{
+			return psql(r, s,
 				"CREATE DATABASE app TEMPLATE template0 LOCALE 'en_US.UTF-8'",
 				"UPDATE pg_database SET datcollversion = '2.27' WHERE datname = 'app'",
-			} {
-				if err := psql(r, s, sql); err != nil {
-					return err
-				}
-			}
-			return nil
+			)
 		},
 	})
 	register(Scenario{
@@ -62,21 +55,7 @@ func init() {
 		Note: "private PostgreSQL with peer authentication on its socket (the Debian default): root cannot log in as postgres, so its settings come from files and the command line",
 		Setup: func(r *Run) error {
 			s := r.Postgres(testdb.Options{})
-			hba := filepath.Join(s.DataDir, "pg_hba.conf")
-			if err := os.WriteFile(hba, []byte("local all all peer\nhost all all 127.0.0.1/32 scram-sha-256\n"), 0o600); err != nil {
-				return err
-			}
-			uid, _, err := lookup("postgres")
-			if err != nil {
-				return err
-			}
-			if err := os.Chown(hba, uid, -1); err != nil {
-				return err
-			}
-			if err := syscall.Kill(s.PID, syscall.SIGHUP); err != nil {
-				return err
-			}
-			return pgSettle()
+			return pgHBA(s, "local all all peer\nhost all all 127.0.0.1/32 scram-sha-256\n")
 		},
 	})
 	register(Scenario{
@@ -100,10 +79,7 @@ func init() {
 		Name:   "pg-nonroot",
 		Note:   "a private PostgreSQL (and the shared one) collected as user nobody: the private data directory, its config and its socket are closed to nobody",
 		AsUser: "nobody",
-		Setup: func(r *Run) error {
-			r.Postgres(testdb.Options{Settings: map[string]string{"work_mem": "16MB"}})
-			return nil
-		},
+		Setup:  postgresSetup(testdb.Options{Settings: map[string]string{"work_mem": "16MB"}}),
 	})
 }
 
@@ -112,12 +88,8 @@ func init() {
 // than adding one to the system, the locale is compiled into a private
 // directory that the server finds through LOCPATH (inherited at start).
 func pgWithLocale(r *Run, o testdb.Options) (*testdb.Server, error) {
-	dir, err := os.MkdirTemp("", "dbhost-locale-")
+	dir, err := sharedTempDir(r, "dbhost-locale-")
 	if err != nil {
-		return nil, err
-	}
-	r.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
 	if err := r.Command("localedef", "-i", "en_US", "-f", "UTF-8", filepath.Join(dir, "en_US.UTF-8")); err != nil {
@@ -130,16 +102,9 @@ func pgWithLocale(r *Run, o testdb.Options) (*testdb.Server, error) {
 			return nil, err
 		}
 	}
-	old, had := os.LookupEnv("LOCPATH")
-	os.Setenv("LOCPATH", dir)
-	defer func() {
-		if had {
-			os.Setenv("LOCPATH", old)
-		} else {
-			os.Unsetenv("LOCPATH")
-		}
-	}()
-	return r.Postgres(o), nil
+	var s *testdb.Server
+	withEnv("LOCPATH", dir, func() { s = r.Postgres(o) })
+	return s, nil
 }
 
 // pgIncludeDir adds include_dir 'conf.d' to the private server's
@@ -167,11 +132,37 @@ func appendFile(name, text string) error {
 	return err
 }
 
-// psql runs one statement on a private server as postgres (trust on its
-// socket), without reading ~/.psqlrc.
-func psql(r *Run, s *testdb.Server, sql string) error {
-	return r.Command("psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", s.Socket, "-p", strconv.Itoa(s.Port),
-		"-U", "postgres", "-d", "postgres", "-c", sql)
+// psql runs statements on a private server as postgres (trust on its
+// socket), without reading ~/.psqlrc: one psql each, in order, so that none
+// is inside another's transaction (CREATE DATABASE cannot be).
+func psql(r *Run, s *testdb.Server, stmts ...string) error {
+	for _, sql := range stmts {
+		if err := r.Command("psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", s.Socket, "-p", strconv.Itoa(s.Port),
+			"-U", "postgres", "-d", "postgres", "-c", sql); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pgHBA replaces a private server's pg_hba.conf (owned by postgres, as the
+// server wants it) and reloads the server.
+func pgHBA(s *testdb.Server, content string) error {
+	hba := filepath.Join(s.DataDir, "pg_hba.conf")
+	if err := os.WriteFile(hba, []byte(content), 0o600); err != nil {
+		return err
+	}
+	uid, _, err := lookup("postgres")
+	if err != nil {
+		return err
+	}
+	if err := os.Chown(hba, uid, -1); err != nil {
+		return err
+	}
+	if err := syscall.Kill(s.PID, syscall.SIGHUP); err != nil {
+		return err
+	}
+	return pgSettle()
 }
 
 // pgSettle gives a configuration reload time to reach every process.

@@ -23,37 +23,19 @@ const storageRoot = "/srv/dbhost"
 
 func init() {
 	register(Scenario{
-		Name: "storage-vda-default",
-		Note: "this VM's virtual disk as provisioned (virtio vda, mq-deadline, read_ahead_kb 8192, ext4 / relatime) with a private PostgreSQL whose data is in /tmp on /",
-		Setup: func(r *Run) error {
-			r.Postgres(testdb.Options{})
-			return nil
-		},
+		Name:  "storage-vda-default",
+		Note:  "this VM's virtual disk as provisioned (virtio vda, mq-deadline, read_ahead_kb 8192, ext4 / relatime) with a private PostgreSQL whose data is in /tmp on /",
+		Setup: postgresSetup(testdb.Options{}),
 	})
 	register(Scenario{
-		Name: "storage-vda-tuned",
-		Note: "vda scheduler set to none and read_ahead_kb to 128 (the fixes for virtio); private PostgreSQL with data in /tmp on /",
-		Setup: func(r *Run) error {
-			if err := r.Set("/sys/block/vda/queue/scheduler", "none"); err != nil {
-				return err
-			}
-			if err := r.Set("/sys/block/vda/queue/read_ahead_kb", "128"); err != nil {
-				return err
-			}
-			r.Postgres(testdb.Options{})
-			return nil
-		},
+		Name:  "storage-vda-tuned",
+		Note:  "vda scheduler set to none and read_ahead_kb to 128 (the fixes for virtio); private PostgreSQL with data in /tmp on /",
+		Setup: vdaSetup("scheduler", "none", "read_ahead_kb", "128"),
 	})
 	register(Scenario{
-		Name: "storage-sched-bfq",
-		Note: "vda scheduler set to bfq (wrong for a database on a virtual disk); private PostgreSQL with data in /tmp on /",
-		Setup: func(r *Run) error {
-			if err := r.Set("/sys/block/vda/queue/scheduler", "bfq"); err != nil {
-				return err
-			}
-			r.Postgres(testdb.Options{})
-			return nil
-		},
+		Name:  "storage-sched-bfq",
+		Note:  "vda scheduler set to bfq (wrong for a database on a virtual disk); private PostgreSQL with data in /tmp on /",
+		Setup: vdaSetup("scheduler", "bfq"),
 	})
 	register(Scenario{
 		Name: "storage-xfs",
@@ -73,32 +55,24 @@ func init() {
 		},
 	})
 	register(Scenario{
-		Name: "storage-ext4-unsafe",
-		Note: "private PostgreSQL on ext4 (loop device) mounted strictatime,barrier=0,data=writeback",
-		Setup: func(r *Run) error {
-			return onLoop(r, "ext4", "strictatime,barrier=0,data=writeback", false)
-		},
+		Name:  "storage-ext4-unsafe",
+		Note:  "private PostgreSQL on ext4 (loop device) mounted strictatime,barrier=0,data=writeback",
+		Setup: onLoop("ext4", "strictatime,barrier=0,data=writeback", false),
 	})
 	register(Scenario{
-		Name: "storage-ext4-part",
-		Note: "private PostgreSQL on ext4 (noatime) on the first partition of a partitioned loop device (losetup -P, sfdisk)",
-		Setup: func(r *Run) error {
-			return onLoop(r, "ext4", "noatime", true)
-		},
+		Name:  "storage-ext4-part",
+		Note:  "private PostgreSQL on ext4 (noatime) on the first partition of a partitioned loop device (losetup -P, sfdisk)",
+		Setup: onLoop("ext4", "noatime", true),
 	})
 	register(Scenario{
-		Name: "storage-ext3",
-		Note: "private PostgreSQL on ext3 (loop device, noatime)",
-		Setup: func(r *Run) error {
-			return onLoop(r, "ext3", "noatime", false)
-		},
+		Name:  "storage-ext3",
+		Note:  "private PostgreSQL on ext3 (loop device, noatime)",
+		Setup: onLoop("ext3", "noatime", false),
 	})
 	register(Scenario{
-		Name: "storage-btrfs",
-		Note: "private PostgreSQL on btrfs with copy-on-write (loop device, noatime)",
-		Setup: func(r *Run) error {
-			return onLoop(r, "btrfs", "noatime", false)
-		},
+		Name:  "storage-btrfs",
+		Note:  "private PostgreSQL on btrfs with copy-on-write (loop device, noatime)",
+		Setup: onLoop("btrfs", "noatime", false),
 	})
 	register(Scenario{
 		Name: "storage-bind",
@@ -130,16 +104,12 @@ func init() {
 		Name:   "storage-nonroot",
 		Note:   "private PostgreSQL on XFS (loop device, noatime) at /srv/dbhost/pg, collected as user nobody: its data directory (mode 0700) cannot be resolved",
 		AsUser: "nobody",
-		Setup: func(r *Run) error {
-			return onLoop(r, "xfs", "noatime", false)
-		},
+		Setup:  onLoop("xfs", "noatime", false),
 	})
 	register(Scenario{
-		Name: "storage-zram-default",
-		Note: "private PostgreSQL and MariaDB with default I/O costs (random_page_cost 4, innodb_io_capacity 200) on ext4 on zram0, a real non-rotational device without a scheduler file",
-		Setup: func(r *Run) error {
-			return onZram(r, nil, nil)
-		},
+		Name:  "storage-zram-default",
+		Note:  "private PostgreSQL and MariaDB with default I/O costs (random_page_cost 4, innodb_io_capacity 200) on ext4 on zram0, a real non-rotational device without a scheduler file",
+		Setup: func(r *Run) error { return onZram(r, nil, nil) },
 	})
 	register(Scenario{
 		Name: "storage-zram-tuned",
@@ -148,6 +118,21 @@ func init() {
 			return onZram(r, map[string]string{"random_page_cost": "1.1"}, map[string]string{"innodb_io_capacity": "1000"})
 		},
 	})
+}
+
+// vdaSetup sets queue attributes of the virtual disk vda (attribute, value
+// pairs, in order), then starts a private PostgreSQL with its data in /tmp
+// on /.
+func vdaSetup(kv ...string) func(*Run) error {
+	return func(r *Run) error {
+		for i := 0; i+1 < len(kv); i += 2 {
+			if err := r.Set("/sys/block/vda/queue/"+kv[i], kv[i+1]); err != nil {
+				return err
+			}
+		}
+		r.Postgres(testdb.Options{})
+		return nil
+	}
 }
 
 // onZram makes zram0 (a RAM-backed, non-rotational block device this VM
@@ -168,19 +153,7 @@ func onZram(r *Run, pg, my map[string]string) error {
 		return err
 	}
 	mnt := filepath.Join(storageRoot, "pg")
-	if err := os.MkdirAll(mnt, 0o755); err != nil {
-		return err
-	}
-	r.Cleanup(func() { os.Remove(mnt); os.Remove(storageRoot) })
-	if err := r.Command("mount", "-t", "ext4", "-o", "noatime", dev, mnt); err != nil {
-		return err
-	}
-	r.Cleanup(func() {
-		if err := exec.Command("umount", mnt).Run(); err != nil {
-			exec.Command("umount", "-l", mnt).Run()
-		}
-	})
-	if err := os.Chmod(mnt, 0o1777); err != nil {
+	if err := mountAt(r, "ext4", "noatime", dev, mnt); err != nil {
 		return err
 	}
 	inDir(mnt, func() {
@@ -190,31 +163,22 @@ func onZram(r *Run, pg, my map[string]string) error {
 	return nil
 }
 
-// onLoop starts a private PostgreSQL whose data lives on a fresh loop
-// filesystem mounted at /srv/dbhost/pg.
-func onLoop(r *Run, fstype, opts string, partitioned bool) error {
-	dir, err := loopFS(r, "pg", fstype, opts, partitioned)
-	if err != nil {
-		return err
+// onLoop is a Setup that starts a private PostgreSQL whose data lives on a
+// fresh loop filesystem mounted at /srv/dbhost/pg.
+func onLoop(fstype, opts string, partitioned bool) func(*Run) error {
+	return func(r *Run) error {
+		dir, err := loopFS(r, "pg", fstype, opts, partitioned)
+		if err != nil {
+			return err
+		}
+		inDir(dir, func() { r.Postgres(testdb.Options{}) })
+		return nil
 	}
-	inDir(dir, func() { r.Postgres(testdb.Options{}) })
-	return nil
 }
 
 // inDir runs fn with TMPDIR pointing at dir: testdb makes the server's
 // private directory with os.MkdirTemp, so its data lands on that mount.
-func inDir(dir string, fn func()) {
-	old, had := os.LookupEnv("TMPDIR")
-	os.Setenv("TMPDIR", dir)
-	defer func() {
-		if had {
-			os.Setenv("TMPDIR", old)
-		} else {
-			os.Unsetenv("TMPDIR")
-		}
-	}()
-	fn()
-}
+func inDir(dir string, fn func()) { withEnv("TMPDIR", dir, fn) }
 
 // loopFS makes a 512 MiB image in /var/tmp, attaches it to a loop device
 // (with a partition table and its first partition used, when asked),
@@ -269,22 +233,7 @@ func loopFS(r *Run, name, fstype, opts string, partitioned bool) (string, error)
 	if err := r.Command(mkfs[0], append(mkfs[1:], target)...); err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(mnt, 0o755); err != nil {
-		return "", err
-	}
-	r.Cleanup(func() { os.Remove(mnt); os.Remove(storageRoot) })
-	if err := r.Command("mount", "-t", fstype, "-o", opts, target, mnt); err != nil {
-		return "", err
-	}
-	r.Cleanup(func() {
-		if err := exec.Command("umount", mnt).Run(); err != nil {
-			exec.Command("umount", "-l", mnt).Run()
-		}
-	})
-	// The private servers run as their service users: they make their
-	// directories (and MariaDB its temporary files: TMPDIR points here)
-	// below the mount, like in /tmp.
-	if err := os.Chmod(mnt, 0o1777); err != nil {
+	if err := mountAt(r, fstype, opts, target, mnt); err != nil {
 		return "", err
 	}
 	return mnt, nil
