@@ -64,6 +64,9 @@ type Profile interface {
 	// OpenQueries opens a cumulative query counter over one connection.
 	OpenQueries(ctx context.Context, h *host.Host, in *Instance, opts Options) (*QueryCounter, error)
 
+	// DefaultPort is the TCP port the server listens on unless told
+	// otherwise (0: none).
+	DefaultPort() int
 	// MainConfig is the configuration file an edit of the instance goes
 	// to ("" unknown).
 	MainConfig(in *Instance) string
@@ -100,6 +103,8 @@ type Need struct {
 	N      uint64
 	Why    string
 	Inputs []Input
+	// Short, if set, is what to add when the host gives less.
+	Short string
 }
 
 // ReadAhead is the largest read-ahead an engine's data device should have
@@ -157,6 +162,7 @@ func (Base) Backlog(*Instance) Need                                       { retu
 func (Base) Descriptors(*Instance) Need                                   { return Need{} }
 func (Base) Tasks(*Instance) Need                                         { return Need{} }
 func (Base) BindAdvice(*Instance) string                                  { return "Bind the server to its private address." }
+func (Base) DefaultPort() int                                             { return 0 }
 func (Base) RootRisk() string                                             { return "" }
 func (Base) KeepaliveOverride(*Instance) string                           { return "" }
 func (Base) ReadAhead(*Instance) ReadAhead                                { return ReadAhead{} }

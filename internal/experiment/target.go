@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net/url"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dbhost/dbhost/internal/engine"
+	enginemysql "github.com/dbhost/dbhost/internal/engine/mysql"
+	"github.com/dbhost/dbhost/internal/engine/postgres"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/knob"
@@ -44,29 +45,6 @@ type serverInfo struct {
 
 const probeTimeout = 10 * time.Second
 
-// pgConfig turns a workload target into a connection config for probes.
-func pgConfig(t workload.Target, db string) (*pgconn.Config, error) {
-	kv := []string{"port=" + strconv.Itoa(max(t.Port, 0)), "user=" + pgQuote(t.User), "dbname=" + pgQuote(db), "connect_timeout=10"}
-	if t.Port == 0 {
-		kv[0] = "port=5432"
-	}
-	if t.Host != "" {
-		kv = append(kv, "host="+pgQuote(t.Host))
-	}
-	cfg, err := pgconn.ParseConfig(strings.Join(kv, " "))
-	if err != nil {
-		return nil, err
-	}
-	if t.Password != "" {
-		cfg.Password = t.Password
-	}
-	return cfg, nil
-}
-
-func pgQuote(s string) string {
-	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `'`, `\'`) + "'"
-}
-
 // pgProbe reads the version, data directory and shared memory sizes.
 func pgProbe(ctx context.Context, t workload.Target) (serverInfo, error) {
 	var si serverInfo
@@ -74,13 +52,13 @@ func pgProbe(ctx context.Context, t workload.Target) (serverInfo, error) {
 	if db == "" {
 		db = "postgres"
 	}
-	cfg, err := pgConfig(t, db)
+	cfg, err := postgres.ConnConfig(t, db, probeTimeout)
 	if err != nil {
 		return si, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	c, err := pgconn.ConnectConfig(ctx, cfg)
+	c, err := pgconn.ConnectConfig(ctx, &cfg.Config)
 	if err != nil {
 		return si, fmt.Errorf("connect to %s: %w", t, err)
 	}
@@ -113,11 +91,10 @@ func pgProbe(ctx context.Context, t workload.Target) (serverInfo, error) {
 // mysqlProbe reads the version and data directory.
 func mysqlProbe(ctx context.Context, cfg *mysql.Config) (serverInfo, error) {
 	var si serverInfo
-	conn, err := mysql.NewConnector(cfg)
+	db, err := enginemysql.OpenConfig(cfg)
 	if err != nil {
 		return si, err
 	}
-	db := sql.OpenDB(conn)
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -68,36 +67,13 @@ type myServer struct {
 
 func (s myServer) key() string { return s.addr + "|" + s.user }
 
-// myConfig builds the driver configuration for a target.
+// myConfig builds the driver configuration for a target: every read and
+// write bounded, arguments interpolated client-side.
 func myConfig(t *workload.Target) *gomysql.Config {
-	cfg := gomysql.NewConfig()
-	cfg.User, cfg.Passwd = t.User, t.Password
-	if strings.HasPrefix(t.Host, "/") {
-		cfg.Net, cfg.Addr = "unix", t.Host
-	} else {
-		h, port := t.Host, t.Port
-		if h == "" {
-			h = "localhost"
-		}
-		if port == 0 {
-			port = 3306
-		}
-		cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(h, strconv.Itoa(port))
-	}
-	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = myTimeout, myTimeout, myTimeout
+	cfg := enginemysql.EndpointConfig(*t, "", myTimeout)
+	cfg.ReadTimeout, cfg.WriteTimeout = myTimeout, myTimeout
 	cfg.InterpolateParams = true
-	cfg.Logger = &gomysql.NopLogger{}
 	return cfg
-}
-
-func openMySQL(cfg *gomysql.Config) (*sql.DB, error) {
-	c, err := gomysql.NewConnector(cfg)
-	if err != nil {
-		return nil, err
-	}
-	db := sql.OpenDB(c)
-	db.SetMaxOpenConns(1)
-	return db, nil
 }
 
 // myConnect opens the target and reads where its data lives.
@@ -106,7 +82,7 @@ func (a *Applier) myConnect(ctx context.Context) (*sql.DB, myServer, error) {
 		return nil, myServer{}, errors.New("the target is not a MySQL/MariaDB server")
 	}
 	cfg := myConfig(a.t.MySQL)
-	db, err := openMySQL(cfg)
+	db, err := enginemysql.OpenConfig(cfg)
 	if err != nil {
 		return nil, myServer{}, err
 	}
@@ -515,7 +491,7 @@ func recoveryConnect(ctx context.Context, netw, addr, usr, dataDir string) (db *
 		c.Timeout, c.ReadTimeout, c.WriteTimeout = myTimeout, myTimeout, myTimeout
 		c.InterpolateParams = true
 		c.Logger = &gomysql.NopLogger{}
-		db, err := openMySQL(c)
+		db, err := enginemysql.OpenConfig(c)
 		if err != nil {
 			return nil, false, err
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/engine/postgres"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/workload"
@@ -54,31 +54,15 @@ func pgConnect(ctx context.Context, t *workload.Target) (*pgx.Conn, error) {
 	if db == "" {
 		db = "postgres"
 	}
-	kv := []string{"user=" + connQuote(t.User), "dbname=" + connQuote(db),
-		"connect_timeout=" + strconv.Itoa(int(pgConnectTimeout/time.Second)), "application_name=dbhost"}
-	if t.Host != "" {
-		kv = append(kv, "host="+connQuote(t.Host))
-	}
-	if t.Port > 0 {
-		kv = append(kv, "port="+strconv.Itoa(t.Port))
-	}
-	cfg, err := pgx.ParseConfig(strings.Join(kv, " "))
+	cfg, err := postgres.ConnConfig(*t, db, pgConnectTimeout)
 	if err != nil {
 		return nil, err
-	}
-	if t.Password != "" {
-		cfg.Password = t.Password // never in a string that could be printed
 	}
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", t, err)
 	}
 	return c, nil
-}
-
-// connQuote quotes a libpq keyword value.
-func connQuote(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }
 
 func (a *Applier) pgTarget() (*workload.Target, error) {

@@ -31,7 +31,7 @@ func pgbenchConn(t Target) []string {
 	if t.Host != "" {
 		a = append(a, "-h", t.Host)
 	}
-	return append(a, "-p", strconv.Itoa(t.port()), "-U", t.User)
+	return append(a, "-p", strconv.Itoa(t.PortOrDefault()), "-U", t.User)
 }
 
 func pgbenchEnv(t Target, home string) []string {
@@ -52,7 +52,7 @@ func pgbenchPrepare(ctx context.Context, t Target, s Spec) error {
 	}
 	defer os.RemoveAll(dir)
 	args := append([]string{"-i", "-q", "-s", strconv.Itoa(s.Scale)}, pgbenchConn(t)...)
-	args = append(args, t.db())
+	args = append(args, t.Database())
 	var errs []string
 	tl := &tool{bin: bin, args: args, env: pgbenchEnv(t, home), dir: dir, cred: cred,
 		line: func(_ int, l string) {
@@ -98,7 +98,7 @@ func pgbenchRun(ctx context.Context, t Target, s Spec) (*Result, error) {
 	vacuumed := false
 	if s.Warmup > 0 {
 		args := append(append([]string{}, base...), "-T", strconv.Itoa(wholeSeconds(s.Warmup)))
-		args = append(append(args, script...), t.db())
+		args = append(append(args, script...), t.Database())
 		w, _, err := pgbenchOnce(ctx, bin, args, env, dir, cred, wholeSeconds(s.Warmup), s.Progress, true)
 		if err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
@@ -122,7 +122,7 @@ func pgbenchRun(ctx context.Context, t Target, s Spec) (*Result, error) {
 	if vacuumed && s.Script == "" {
 		args = append(args, "-n") // the warm-up vacuumed
 	}
-	args = append(append(args, script...), t.db())
+	args = append(append(args, script...), t.Database())
 	out, tail, err := pgbenchOnce(ctx, bin, args, env, dir, cred, wholeSeconds(s.Duration), s.Progress, false)
 	if err != nil {
 		return nil, err

@@ -6,19 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/engine/mysql"
+	"github.com/dbhost/dbhost/internal/engine/postgres"
 )
 
 // The SQL driver: readers and writers each loop over their section on their
@@ -52,17 +52,9 @@ func connect(ctx context.Context, t Target, db string) (session, error) {
 		}
 		return &mysqlSession{db: d, c: c, stmts: map[string]*sql.Stmt{}}, nil
 	}
-	kv := []string{"port=" + strconv.Itoa(t.port()), "user=" + pgQuote(t.User), "dbname=" + pgQuote(db),
-		"connect_timeout=" + strconv.Itoa(int(connectTimeout/time.Second))}
-	if t.Host != "" {
-		kv = append(kv, "host="+pgQuote(t.Host))
-	}
-	cfg, err := pgx.ParseConfig(strings.Join(kv, " "))
+	cfg, err := postgres.ConnConfig(t, db, connectTimeout)
 	if err != nil {
 		return nil, err
-	}
-	if t.Password != "" {
-		cfg.Password = t.Password // set here so it never sits in a string
 	}
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -72,30 +64,7 @@ func connect(ctx context.Context, t Target, db string) (session, error) {
 }
 
 func mysqlDB(t Target, db string) (*sql.DB, error) {
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd, cfg.DBName = t.User, t.Password, db
-	if t.socket() {
-		cfg.Net, cfg.Addr = "unix", t.Host
-	} else {
-		host := t.Host
-		if host == "" {
-			host = "localhost"
-		}
-		cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(host, strconv.Itoa(t.port()))
-	}
-	cfg.Timeout = connectTimeout
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, err
-	}
-	d := sql.OpenDB(c)
-	d.SetMaxOpenConns(1)
-	return d, nil
-}
-
-// pgQuote quotes a libpq keyword value.
-func pgQuote(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+	return mysql.OpenConfig(mysql.EndpointConfig(t, db, connectTimeout))
 }
 
 // pgSession uses pgx directly: statements prepared under their own text
@@ -132,7 +101,7 @@ type mysqlSession struct {
 
 func (s *mysqlSession) prepare(ctx context.Context, q string) error {
 	st, err := s.c.PrepareContext(ctx, q)
-	var me *mysql.MySQLError
+	var me *gomysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1295 {
 		return nil // not preparable (some transaction control): run as text
 	}
@@ -179,7 +148,7 @@ func (s *mysqlSession) close() {
 func ensureDatabase(ctx context.Context, t Target) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*connectTimeout)
 	defer cancel()
-	name := t.db()
+	name := t.Database()
 	var exists, create string
 	var err error
 	var s session
@@ -226,7 +195,7 @@ func sqlPrepare(ctx context.Context, t Target, s Spec) error {
 	if err != nil {
 		return err
 	}
-	c, err := connect(ctx, t, t.db())
+	c, err := connect(ctx, t, t.Database())
 	if err != nil {
 		return err
 	}
@@ -256,7 +225,7 @@ func transient(err error) bool {
 	if errors.As(err, &pe) {
 		return pe.Code == "40001" || pe.Code == "40P01"
 	}
-	var me *mysql.MySQLError
+	var me *gomysql.MySQLError
 	if errors.As(err, &me) {
 		return me.Number == 1213 || me.Number == 1205 || me.Number == 1020
 	}
@@ -369,7 +338,7 @@ func sqlRun(ctx context.Context, t Target, s Spec) (*Result, error) {
 // open connects and prepares the group's statements: a syntax error or a
 // missing table shows here, before any measurement.
 func (w *worker) open(ctx context.Context, t Target) error {
-	s, err := connect(ctx, t, t.db())
+	s, err := connect(ctx, t, t.Database())
 	if err != nil {
 		return err
 	}

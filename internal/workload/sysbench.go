@@ -26,20 +26,20 @@ func sysbenchConn(t Target) []string {
 	if t.Engine == engine.MySQL {
 		a := []string{"--db-driver=mysql"}
 		switch {
-		case t.socket():
+		case t.Socket():
 			a = append(a, "--mysql-socket="+t.Host)
 		case t.Host != "":
-			a = append(a, "--mysql-host="+t.Host, "--mysql-port="+strconv.Itoa(t.port()))
+			a = append(a, "--mysql-host="+t.Host, "--mysql-port="+strconv.Itoa(t.PortOrDefault()))
 		default:
-			a = append(a, "--mysql-port="+strconv.Itoa(t.port()))
+			a = append(a, "--mysql-port="+strconv.Itoa(t.PortOrDefault()))
 		}
-		return append(a, "--mysql-user="+t.User, "--mysql-db="+t.db())
+		return append(a, "--mysql-user="+t.User, "--mysql-db="+t.Database())
 	}
 	a := []string{"--db-driver=pgsql"}
 	if t.Host != "" {
 		a = append(a, "--pgsql-host="+t.Host) // libpq takes a directory as a socket
 	}
-	return append(a, "--pgsql-port="+strconv.Itoa(t.port()), "--pgsql-user="+t.User, "--pgsql-db="+t.db())
+	return append(a, "--pgsql-port="+strconv.Itoa(t.PortOrDefault()), "--pgsql-user="+t.User, "--pgsql-db="+t.Database())
 }
 
 func sysbenchEnv(t Target, home string) []string {

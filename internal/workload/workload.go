@@ -38,7 +38,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
@@ -65,72 +64,11 @@ const (
 // DefaultDB is the database used when Target.DB is empty. Prepare creates
 // it when it is missing, so benchmark tables never land in an
 // application's database by accident.
-const DefaultDB = "dbhost_bench"
+const DefaultDB = engine.DefaultDB
 
-// Target says where the database is and how to log in.
-type Target struct {
-	Engine engine.Engine // engine.Postgres or engine.MySQL (MariaDB, Percona)
-	// Host is a host name or IP address, or a Unix socket: for PostgreSQL
-	// the socket's directory, for MySQL the socket file. A value starting
-	// with "/" is a socket. Empty means the tools' default (localhost).
-	Host string
-	Port int // 0: the engine's default (5432, 3306)
-	User string
-	// Password is passed to the tools through the environment only, and
-	// never appears in String, Output or errors. Empty: the tools' own
-	// defaults apply (~/.pgpass, trust, socket authentication).
-	Password string
-	DB       string // DefaultDB when empty
-	// OSUser, if set, is the system user pgbench and sysbench run as (for
-	// peer or socket authentication as "postgres" or "mysql"). Their
-	// private working directory is given to that user. The SQL driver runs
-	// inside dbhost and ignores it.
-	OSUser string
-}
-
-// String describes the target without its password.
-func (t Target) String() string {
-	where := t.Host
-	if where == "" {
-		where = "localhost"
-	}
-	if !t.socket() {
-		where += ":" + strconv.Itoa(t.port())
-	} else {
-		where = "unix:" + where
-	}
-	s := fmt.Sprintf("%s %s@%s/%s", t.Engine, t.User, where, t.db())
-	if t.Password != "" {
-		s += " (password set)"
-	}
-	if t.OSUser != "" {
-		s += " as system user " + t.OSUser
-	}
-	return s
-}
-
-// GoString keeps %#v from printing the password.
-func (t Target) GoString() string { return "workload.Target{" + t.String() + "}" }
-
-func (t Target) socket() bool { return strings.HasPrefix(t.Host, "/") }
-
-func (t Target) port() int {
-	switch {
-	case t.Port > 0:
-		return t.Port
-	case t.Engine == engine.MySQL:
-		return 3306
-	default:
-		return 5432
-	}
-}
-
-func (t Target) db() string {
-	if t.DB == "" {
-		return DefaultDB
-	}
-	return t.DB
-}
+// Target says where the database is and how to log in: PostgreSQL or MySQL
+// (MariaDB, Percona).
+type Target = engine.Endpoint
 
 // Spec describes one workload. Zero fields take the defaults in parentheses.
 type Spec struct {

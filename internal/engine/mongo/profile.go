@@ -89,3 +89,5 @@ func (detector) THP(in *engine.Instance, arch string) engine.THPAdvice {
 }
 
 func (detector) MainConfig(in *engine.Instance) string { return engine.ConfigNamed(in, "mongod.conf") }
+
+func (detector) DefaultPort() int { return 27017 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
 )
@@ -40,13 +38,10 @@ func Open(ctx context.Context, h *host.Host, in *engine.Instance, opts engine.Op
 	if err != nil {
 		return nil, "", err
 	}
-	conn, err := mysql.NewConnector(cfg)
+	db, err = OpenConfig(cfg)
 	if err != nil {
 		return nil, "", err
 	}
-	db = sql.OpenDB(conn)
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
 	c, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	d := liveData{Variables: map[string]string{}}

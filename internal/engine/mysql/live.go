@@ -46,13 +46,11 @@ func readLive(ctx context.Context, h *host.Host, in *engine.Instance, socket str
 	if err != nil {
 		return nil, err
 	}
-	conn, err := mysql.NewConnector(cfg)
+	db, err := OpenConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(conn)
 	defer db.Close()
-	db.SetMaxOpenConns(1)
 
 	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, opts.Timeout) }
 	c, cancel := step()

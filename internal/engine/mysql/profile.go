@@ -61,7 +61,8 @@ func (detector) Descriptors(in *engine.Instance) engine.Need {
 	if s, ok := in.Setting("open_files_limit"); ok {
 		ev = append(ev, engine.Input{Name: "open_files_limit", Value: s.Value, Source: s.Source})
 	}
-	return engine.Need{N: need, Why: fmt.Sprintf("MySQL needs max(10 + max_connections + 2 x table_open_cache, 5 x max_connections) = %d descriptors and lowers max_connections and table_open_cache to fit a smaller hard limit", need), Inputs: ev}
+	return engine.Need{N: need, Why: fmt.Sprintf("MySQL needs max(10 + max_connections + 2 x table_open_cache, 5 x max_connections) = %d descriptors and lowers max_connections and table_open_cache to fit a smaller hard limit", need), Inputs: ev,
+		Short: "MySQL raises its soft limit itself only up to the hard limit, so the hard limit is what counts."}
 }
 
 func (detector) Tasks(in *engine.Instance) engine.Need {
@@ -168,3 +169,5 @@ func (detector) ConfigSnippet(s engine.Snippet) (string, string) {
 	}
 	return p, b.String()
 }
+
+func (detector) DefaultPort() int { return 3306 }

@@ -229,3 +229,5 @@ func (detector) ConfigSnippet(s engine.Snippet) (string, string) {
 	}
 	return path.Join(dir, s.Name+".conf"), b.String()
 }
+
+func (detector) DefaultPort() int { return 5432 }

@@ -260,3 +260,5 @@ func commands(ctx context.Context, conn net.Conn, r *bufio.Reader, timeout time.
 func (d detector) MainConfig(in *engine.Instance) string {
 	return engine.ConfigNamed(in, confName(d.p))
 }
+
+func (d detector) DefaultPort() int { return 6379 }
