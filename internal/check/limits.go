@@ -124,9 +124,9 @@ limit, fork() and pthread_create() fail and new connections are refused with
 // ---- limits.nofile ----
 
 // nofileNeed is what the engine itself needs as descriptors, with why.
-func nofileNeed(in *facts.Instance) (uint64, string, []Evidence) {
+func nofileNeed(in *facts.Instance) (uint64, string, string, []Evidence) {
 	n := in.Profile().Descriptors(in.Instance)
-	return n.N, n.Why, needEv(n)
+	return n.N, n.Why, n.Short, needEv(n)
 }
 
 func checkNofile(f *facts.Facts) []Result {
@@ -139,7 +139,7 @@ func checkNofile(f *facts.Facts) []Result {
 			continue
 		}
 		ev := []Evidence{limitEv(in, "nofile", r)}
-		need, why, nev := nofileNeed(in)
+		need, why, short, nev := nofileNeed(in)
 		ev = append(ev, nev...)
 		want := uint64(limitTarget)
 		var problems []string
@@ -162,8 +162,8 @@ func checkNofile(f *facts.Facts) []Result {
 			continue
 		}
 		reason := fmt.Sprintf("%s: %s. Each table file, index, socket and client connection is a descriptor; at the limit the server fails with EMFILE (\"Too many open files\").", limPidDesc(in), strings.Join(problems, "; "))
-		if in.Engine == engine.MySQL {
-			reason += " MySQL raises its soft limit itself only up to the hard limit, so the hard limit is what counts."
+		if short != "" {
+			reason += " " + short
 		} else if why != "" && need == 0 {
 			reason += " " + why + "."
 		}
