@@ -1,12 +1,13 @@
 package experiment
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 
+	hostfacts "github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
 )
 
@@ -38,64 +39,59 @@ type Facts struct {
 	SharedMemory  uint64 `json:"shared_memory_bytes,omitempty"`
 }
 
-// HostFacts reads the host part of Facts through h.
+// The kernel parameters HostFacts reads, gathered by facts' sysctl
+// gatherer like those the checks declare.
+const (
+	sysctlDirtyBytes           = "vm.dirty_bytes"
+	sysctlDirtyBackgroundBytes = "vm.dirty_background_bytes"
+)
+
+func init() { hostfacts.WantSysctl(sysctlDirtyBytes, sysctlDirtyBackgroundBytes) }
+
+// HostFacts reads the host part of Facts through h, from the same gatherers
+// as an audit: one observation of the host, however it is used. Only
+// unreadable meminfo is an error; anything else unreadable is left zero.
 func HostFacts(h *host.Host) (Facts, error) {
+	hf := hostfacts.GatherHost(context.Background(), h, hostfacts.DomainMemory, hostfacts.DomainSysctl, hostfacts.DomainSystem)
+	return fromHostFacts(hf)
+}
+
+func fromHostFacts(hf *hostfacts.Facts) (Facts, error) {
 	var f Facts
-	mi, err := h.Meminfo()
-	if err != nil {
-		return f, fmt.Errorf("memory: %s", host.Explain(err))
+	m := hf.Memory
+	if m.MeminfoErr != "" {
+		return f, fmt.Errorf("memory: %s", m.MeminfoErr)
 	}
-	if mi.MemTotal != nil {
-		f.MemTotal = *mi.MemTotal * 1024
+	f.MemTotal, _ = m.MemTotal()
+	if m.Meminfo.MemAvailable != nil {
+		f.MemAvailable = *m.Meminfo.MemAvailable << 10
 	}
-	if mi.MemAvailable != nil {
-		f.MemAvailable = *mi.MemAvailable * 1024
-	}
-	if b, err := h.ReadFile("/sys/devices/system/cpu/online"); err == nil {
-		f.CPUs = countCPUList(strings.TrimSpace(string(b)))
-	}
-	if f.CPUs == 0 {
+	// runtime.NumCPU is this process's view: right for the live host,
+	// which is what experiments run on, when the kernel's list is missing.
+	if f.CPUs = hf.System.OnlineCPUs(); f.CPUs == 0 {
 		f.CPUs = numCPU()
 	}
-	dirs, _ := h.ReadDir(host.HugePagesRoot)
-	for _, d := range dirs {
-		if kb, ok := host.HugePageSizeKB(d); ok {
-			f.HugePageSizes = append(f.HugePageSizes, kb*1024)
-		}
+	// Pools are sorted by size; one whose counters are unreadable is still
+	// a size the kernel offers.
+	for _, p := range m.HugePages {
+		f.HugePageSizes = append(f.HugePageSizes, p.Bytes())
 	}
-	slices.Sort(f.HugePageSizes)
-	for file, dst := range map[string]*uint64{"dirty_bytes": &f.DirtyBytes, "dirty_background_bytes": &f.DirtyBackgroundBytes} {
-		if b, err := h.ReadFile("/proc/sys/vm/" + file); err == nil {
-			*dst, _ = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		}
-	}
-	if b, err := h.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		f.Kernel = strings.TrimSpace(string(b))
-	}
-	if b, err := h.ReadFile("/proc/sys/kernel/hostname"); err == nil {
-		f.Hostname = strings.TrimSpace(string(b))
-	}
+	f.DirtyBytes = sysctlUint(hf, sysctlDirtyBytes)
+	f.DirtyBackgroundBytes = sysctlUint(hf, sysctlDirtyBackgroundBytes)
+	f.Kernel = hf.System.Kernel.Value
+	f.Hostname = hf.System.Hostname
 	return f, nil
 }
 
-// countCPUList counts the CPUs in a list such as "0-3,8,10-11".
-func countCPUList(s string) int {
-	n := 0
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return 0
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return 0
-			}
-		}
-		n += b - a + 1
+// sysctlUint is a gathered kernel parameter as a number, 0 when it is
+// unreadable or not one.
+func sysctlUint(hf *hostfacts.Facts, name string) uint64 {
+	r := hf.SysctlReading(name)
+	if !r.OK() {
+		return 0
 	}
-	return n
+	v, _ := strconv.ParseUint(r.Value, 10, 64)
+	return v
 }
 
 // OffersPageSize reports whether the kernel offers explicit huge pages of

@@ -6,6 +6,8 @@ package facts
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -67,6 +69,18 @@ type Options struct {
 	Engine engine.Options
 }
 
+// Host-level domains: the names GatherHost takes, one per gatherer.
+const (
+	DomainMemory   = "memory"
+	DomainPersist  = "persist"
+	DomainSecurity = "security"
+	DomainStorage  = "storage"
+	DomainSysctl   = "sysctl"
+	DomainSystem   = "system"
+	DomainTime     = "time"
+	DomainTuned    = "tuned"
+)
+
 // gatherer fills one domain of the facts. Host-level gatherers run in
 // parallel, each writing only its own field of Facts; instance gatherers run
 // after discovery, each writing only its own fields of the Instance.
@@ -98,12 +112,7 @@ func registerInstance(name string, fn func(ctx context.Context, h *host.Host, f 
 // Gather observes the host. It never fails as a whole: what it cannot read
 // is recorded next to the fact (Reading.Err) or in Notes.
 func Gather(ctx context.Context, h *host.Host, opts Options) *Facts {
-	f := &Facts{
-		Source:   h.Source(),
-		Manifest: h.Manifest(),
-		AsRoot:   h.Manifest().AsRoot(),
-		Sysctl:   map[string]host.Reading{},
-	}
+	f := newFacts(h)
 	// The process table and every host-level gatherer run in parallel; each
 	// gatherer writes only its own domain field of f.
 	var wg sync.WaitGroup
@@ -118,16 +127,7 @@ func Gather(ctx context.Context, h *host.Host, opts Options) *Facts {
 		}
 		table = t
 	}()
-	for _, g := range registered() {
-		if g.host == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g.host(ctx, h, f)
-		}()
-	}
+	hostGatherers(ctx, h, f, &wg, nil)
 	wg.Wait()
 	f.Processes = table.Procs
 
@@ -153,6 +153,64 @@ func Gather(ctx context.Context, h *host.Host, opts Options) *Facts {
 	wg.Wait()
 	sort.Strings(f.Notes)
 	return f
+}
+
+// GatherHost observes only the named host-level domains (Domain*): no
+// process table, no instances, and the other domains left zero. It is for
+// callers that need a few host facts (experiments) from the same gatherers
+// as an audit. An unknown domain panics: the names are constants.
+func GatherHost(ctx context.Context, h *host.Host, domains ...string) *Facts {
+	want := map[string]bool{}
+	for _, d := range domains {
+		want[d] = true
+	}
+	for _, g := range registered() {
+		if g.host != nil {
+			delete(want, g.name)
+		}
+	}
+	if len(want) > 0 {
+		panic(fmt.Sprintf("facts.GatherHost: unknown domain %q", sortedNames(want)))
+	}
+	f := newFacts(h)
+	var wg sync.WaitGroup
+	hostGatherers(ctx, h, f, &wg, func(name string) bool { return slices.Contains(domains, name) })
+	wg.Wait()
+	sort.Strings(f.Notes)
+	return f
+}
+
+func newFacts(h *host.Host) *Facts {
+	return &Facts{
+		Source:   h.Source(),
+		Manifest: h.Manifest(),
+		AsRoot:   h.Manifest().AsRoot(),
+		Sysctl:   map[string]host.Reading{},
+	}
+}
+
+// hostGatherers starts on wg the host-level gatherers whose domain want
+// accepts (every one when want is nil).
+func hostGatherers(ctx context.Context, h *host.Host, f *Facts, wg *sync.WaitGroup, want func(string) bool) {
+	for _, g := range registered() {
+		if g.host == nil || (want != nil && !want(g.name)) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.host(ctx, h, f)
+		}()
+	}
+}
+
+func sortedNames(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func registered() []gatherer {

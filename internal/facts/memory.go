@@ -220,7 +220,7 @@ type Segment struct {
 }
 
 func init() {
-	registerHost("memory", gatherMemory)
+	registerHost(DomainMemory, gatherMemory)
 	registerInstance("memory", gatherInstanceMem)
 }
 

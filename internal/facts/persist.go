@@ -112,7 +112,7 @@ var sysctlDirs = []string{"/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysc
 // udevDirs likewise, for *.rules.
 var udevDirs = []string{"/etc/udev/rules.d", "/run/udev/rules.d", "/usr/local/lib/udev/rules.d", "/usr/lib/udev/rules.d", "/lib/udev/rules.d"}
 
-func init() { registerHost("persist", gatherPersist) }
+func init() { registerHost(DomainPersist, gatherPersist) }
 
 func gatherPersist(_ context.Context, h *host.Host, f *Facts) {
 	p := &f.Persist

@@ -44,7 +44,7 @@ type AppArmor struct {
 // On reports whether AppArmor is enabled in the kernel.
 func (a AppArmor) On() bool { return a.Enabled.OK() && strings.HasPrefix(a.Enabled.Value, "Y") }
 
-func init() { registerHost("security", gatherSecurity) }
+func init() { registerHost(DomainSecurity, gatherSecurity) }
 
 func gatherSecurity(_ context.Context, h *host.Host, f *Facts) {
 	s := &f.Security

@@ -207,7 +207,7 @@ type ZPool struct {
 }
 
 func init() {
-	registerHost("storage", gatherStorage)
+	registerHost(DomainStorage, gatherStorage)
 	registerInstance("storage", gatherInstanceStorage)
 }
 

@@ -37,7 +37,7 @@ func SysctlNames() []string {
 	return out
 }
 
-func init() { registerHost("sysctl", gatherSysctl) }
+func init() { registerHost(DomainSysctl, gatherSysctl) }
 
 func gatherSysctl(_ context.Context, h *host.Host, f *Facts) {
 	for _, n := range SysctlNames() {

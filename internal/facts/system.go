@@ -3,6 +3,7 @@ package facts
 import (
 	"context"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
@@ -31,6 +32,9 @@ type System struct {
 	Cmdline    []string `json:"cmdline,omitempty"`
 	CmdlineErr string   `json:"cmdline_error,omitempty"`
 	CPUs       int      `json:"cpus"`
+	// CPUsOnline is the kernel's list of online CPUs ("0-3,8"); see
+	// OnlineCPUs.
+	CPUsOnline host.Reading `json:"cpus_online"`
 	// Systemd reports whether PID 1 is systemd (units are then live).
 	Systemd bool `json:"systemd"`
 }
@@ -50,7 +54,35 @@ func (s System) CmdlineParam(key string) (string, bool) {
 	return "", false
 }
 
-func init() { registerHost("system", gatherSystem) }
+// OnlineCPUs counts CPUsOnline; 0 when it is unreadable or not a CPU list.
+func (s System) OnlineCPUs() int {
+	if !s.CPUsOnline.OK() {
+		return 0
+	}
+	return countCPUList(s.CPUsOnline.Value)
+}
+
+// countCPUList counts the CPUs in a list such as "0-3,8,10-11".
+func countCPUList(s string) int {
+	n := 0
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return 0
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return 0
+			}
+		}
+		n += b - a + 1
+	}
+	return n
+}
+
+func init() { registerHost(DomainSystem, gatherSystem) }
 
 var glibcVersion = regexp.MustCompile(`\b(\d+\.\d+)\b`)
 
@@ -67,6 +99,7 @@ func gatherSystem(ctx context.Context, h *host.Host, f *Facts) {
 	} else {
 		s.Cmdline = cmd
 	}
+	s.CPUsOnline = h.Read("/sys/devices/system/cpu/online")
 	if cpus, err := h.CPUInfo(); err == nil {
 		s.CPUs = len(cpus)
 		if len(cpus) > 0 {

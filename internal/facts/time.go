@@ -91,7 +91,7 @@ func (f *Facts) TimeDaemons() []TimeDaemon {
 	return out
 }
 
-func init() { registerHost("time", gatherTime) }
+func init() { registerHost(DomainTime, gatherTime) }
 
 func gatherTime(_ context.Context, h *host.Host, f *Facts) {
 	t := &f.Time

@@ -52,7 +52,7 @@ var tunedProfileDirs = []string{"/etc/tuned/profiles", "/etc/tuned", "/usr/lib/t
 // maxTunedDepth bounds include chains (and include loops).
 const maxTunedDepth = 16
 
-func init() { registerHost("tuned", gatherTuned) }
+func init() { registerHost(DomainTuned, gatherTuned) }
 
 func gatherTuned(_ context.Context, h *host.Host, f *Facts) {
 	t := &f.Tuned

@@ -43,6 +43,11 @@ var (
 // and read_ahead of the data devices, CPU governor (or "none"), load
 // average, the database's key settings; steal and I/O wait over the trial
 // are added by Interval. On error the Fingerprint holds what could be read.
+//
+// It reads these files itself rather than through facts.GatherHost: it runs
+// before and after every trial, and the memory and system domains cost
+// several times more (getconf, THP boot files, NUMA; see the benchmarks),
+// while keeping each raw value as read, absent when unreadable.
 func (a *Applier) Fingerprint(ctx context.Context, names []string) (Fingerprint, error) {
 	fp := Fingerprint{}
 	var errs []error
