@@ -366,11 +366,7 @@ func runChecks(_ context.Context, env Env, args []string) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	out := env.Stdout
-	if *format == "json" {
-		out = termsafe.Raw(out)
-	}
-	if err := renderCatalog(out, *format); err != nil {
+	if err := renderCatalog(env.Stdout, *format); err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost checks:", err)
 		return ExitError
 	}
