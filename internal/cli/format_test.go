@@ -33,6 +33,8 @@ func TestUnknownFormatOneMessage(t *testing.T) {
 		{"contention", []string{"contention", "--from", missing}, "text or json"},
 		{"results show", []string{"results", "show", "last", "--db", db}, "text, json or markdown"},
 		{"results report", []string{"results", "report", "last", "-o", filepath.Join(dir, "r.html"), "--db", db}, "html, markdown or json"},
+		{"results list", []string{"results", "list", "--db", db}, "text or json"},
+		{"results compare", []string{"results", "compare", "a", "b", "--db", db}, "text or json"},
 		{"experiment", []string{"experiment", "--preset", "swappiness", "--db", db, "--journal", filepath.Join(dir, "journal")}, "text, json or markdown"},
 	} {
 		for _, bad := range []string{"yaml", "TEXT", ""} {
@@ -68,6 +70,8 @@ func TestFormatSets(t *testing.T) {
 		{"contention --probe", probeFormats, []string{"text", "json"}, nil},
 		{"results show", showFormats, []string{"text", "json", "markdown"}, []string{"md"}},
 		{"results report", reportFormats, []string{"html", "markdown", "json"}, []string{"md"}},
+		{"results list", listFormats, []string{"text", "json"}, nil},
+		{"results compare", compareFormats, []string{"text", "json"}, nil},
 		{"experiment", summaryFormats, []string{"text", "json", "markdown"}, []string{"md"}},
 	} {
 		if got := c.set.Names(); !slices.Equal(got, c.names) {
@@ -116,8 +120,8 @@ func storeExperiment(t *testing.T) (string, string) {
 	return db, e.ID
 }
 
-// TestStoredFormats: results show and results report render a stored
-// experiment in each of their formats; an alias gives what its format
+// TestStoredFormats: the results subcommands render a stored experiment in
+// each of their formats; an alias gives what its format
 // gives, and a report written to a file is what -o - prints.
 func TestStoredFormats(t *testing.T) {
 	db, id := storeExperiment(t)
@@ -144,6 +148,15 @@ func TestStoredFormats(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(run("results", "show", id, "--format", "json")), &doc); err != nil || doc.ID != id || len(doc.TrialLog) != 4 {
 		t.Errorf("results show --format json: %+v, %v", doc, err)
+	}
+
+	for _, f := range []string{"text", "json"} {
+		if out := run("results", "list", "--format", f); !strings.Contains(out, id) {
+			t.Errorf("results list --format %s does not list %s:\n%s", f, id, out)
+		}
+		if out := run("results", "compare", id, id, "--format", f); !strings.Contains(out, "swappiness") {
+			t.Errorf("results compare --format %s does not name the experiments:\n%s", f, out)
+		}
 	}
 
 	dir := t.TempDir()

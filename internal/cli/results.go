@@ -91,7 +91,7 @@ func openStore(env Env, cmd, path string) (*results.Store, bool) {
 }
 
 // loadStored parses a results subcommand that takes n experiment IDs
-// (described by what), runs check on the parsed flags (when not nil), and
+// (described by what), runs check on the parsed flags (--format), and
 // loads the experiments from the database at *db (a flag, so read after
 // parsing), opened read-only. When ok is false it has said why and the
 // command ends with code; else the caller closes st.
@@ -100,11 +100,9 @@ func loadStored(ctx context.Context, env Env, fs *flag.FlagSet, args []string, c
 	if !ok {
 		return nil, nil, code, false
 	}
-	if check != nil {
-		if err := check(); err != nil {
-			fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", fs.Name(), err)
-			return nil, nil, ExitError, false
-		}
+	if err := check(); err != nil {
+		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", fs.Name(), err)
+		return nil, nil, ExitError, false
 	}
 	st, ok = openStore(env, fs.Name(), *db)
 	if !ok {
@@ -122,6 +120,24 @@ func loadStored(ctx context.Context, env Env, fs *flag.FlagSet, args []string, c
 	return st, ss, 0, true
 }
 
+// listed is what 'results list' renders: the stored experiments, newest
+// first, and the database they are in (noDB: there is none).
+type listed struct {
+	list []results.Summary
+	db   string
+	noDB bool
+}
+
+// listFormats are the formats of 'results list'.
+var listFormats = new(report.Formats[listed]).
+	Add("text", listText).
+	Add("json", func(w io.Writer, l listed) error {
+		if l.list == nil {
+			return writeJSON(w, []results.Summary{}) // [], not null
+		}
+		return writeJSON(w, l.list)
+	})
+
 func resultsList(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "results list", "[flags]")
 	db := fs.String("db", results.DefaultPath, "results database")
@@ -129,36 +145,43 @@ func resultsList(ctx context.Context, env Env, args []string) int {
 	if _, code, ok := parseWithArgs(fs, args, 0, "no arguments"); !ok {
 		return code
 	}
-	if _, err := os.Lstat(*db); errors.Is(err, iofs.ErrNotExist) {
-		if *format == "json" {
-			return encodeJSON(env, "results list", []results.Summary{})
-		}
-		fmt.Fprintf(env.Stdout, "no experiments stored (no database at %s)\n", *db)
-		return ExitOK
-	}
-	st, ok := openStore(env, "results list", *db)
-	if !ok {
-		return ExitError
-	}
-	defer st.Close()
-	list, err := st.List(ctx)
-	if err != nil {
+	if err := listFormats.Check(*format); err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost results list:", err)
 		return ExitError
 	}
-	if *format == "json" {
-		if list == nil {
-			list = []results.Summary{}
+	l := listed{db: *db}
+	if _, err := os.Lstat(*db); errors.Is(err, iofs.ErrNotExist) {
+		l.noDB = true
+	} else {
+		st, ok := openStore(env, "results list", *db)
+		if !ok {
+			return ExitError
 		}
-		return encodeJSON(env, "results list", list)
+		defer st.Close()
+		if l.list, err = st.List(ctx); err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost results list:", err)
+			return ExitError
+		}
 	}
-	if len(list) == 0 {
-		fmt.Fprintf(env.Stdout, "no experiments in %s\n", *db)
-		return ExitOK
+	if err := listFormats.Render(env.Stdout, *format, l); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost results list:", err)
+		return ExitError
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	return ExitOK
+}
+
+func listText(w io.Writer, l listed) error {
+	switch {
+	case l.noDB:
+		fmt.Fprintf(w, "no experiments stored (no database at %s)\n", l.db)
+		return nil
+	case len(l.list) == 0:
+		fmt.Fprintf(w, "no experiments in %s\n", l.db)
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tCREATED\tSTATUS\tVERDICT\tARMS\tTRIALS\tNAME")
-	for _, s := range list {
+	for _, s := range l.list {
 		v := s.Verdict
 		if v == "" {
 			v = "-"
@@ -166,17 +189,7 @@ func resultsList(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, s.Created.Local().Format(time.DateTime), s.Status, v, s.Arms, s.Trials, s.Name)
 	}
 	tw.Flush()
-	return ExitOK
-}
-
-func encodeJSON(env Env, cmd string, v any) int {
-	enc := json.NewEncoder(termsafe.Raw(env.Stdout))
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
-		return ExitError
-	}
-	return ExitOK
+	return nil
 }
 
 // showJSON is 'results show --format json': the summary, the plan and the
@@ -291,22 +304,27 @@ func resultsCompare(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "results compare", "ID ID [flags]")
 	db := fs.String("db", results.DefaultPath, "results database")
 	format := fs.String("format", "text", "text or json")
-	st, ss, code, ok := loadStored(ctx, env, fs, args, nil, db, 2, "two experiment IDs")
+	check := func() error { return compareFormats.Check(*format) }
+	st, ss, code, ok := loadStored(ctx, env, fs, args, check, db, 2, "two experiment IDs")
 	if !ok {
 		return code
 	}
 	defer st.Close()
 	cmp, err := experiment.Compare(ss[0], ss[1])
+	if err == nil {
+		err = compareFormats.Render(env.Stdout, *format, cmp)
+	}
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost results compare:", err)
 		return ExitError
 	}
-	if *format == "json" {
-		return encodeJSON(env, "results compare", cmp)
-	}
-	experiment.WriteComparison(env.Stdout, cmp)
 	return ExitOK
 }
+
+// compareFormats are the formats of 'results compare'.
+var compareFormats = new(report.Formats[*experiment.Compared]).
+	Add("text", func(w io.Writer, c *experiment.Compared) error { experiment.WriteComparison(w, c); return nil }).
+	Add("json", func(w io.Writer, c *experiment.Compared) error { return writeJSON(w, c) })
 
 func resultsReport(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "results report", "ID -o FILE [flags]")
