@@ -197,7 +197,7 @@ func runAudit(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "audit", "[flags]")
 	var src sourceFlags
 	src.register(fs, true)
-	format := fs.String("format", "text", "output format: "+strings.Join(report.Formats(), ", "))
+	format := fs.String("format", "text", "output format: "+strings.Join(report.AuditFormats.Names(), ", "))
 	verbose := fs.Bool("v", false, "show evidence and passed checks")
 	failOn := fs.String("fail-on", "warning", "exit 1 when a check fails at or above this severity: info, warning, critical, none")
 	color := fs.String("color", "auto", "colour: auto (only on a terminal), always, never")
@@ -206,6 +206,10 @@ func runAudit(ctx context.Context, env Env, args []string) int {
 	fs.Var(&skip, "skip", "skip these checks (IDs or domain prefixes)")
 	if code, ok := parse(fs, args); !ok {
 		return code
+	}
+	if err := report.AuditFormats.Check(*format); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost audit:", err) // before gathering, which takes seconds
+		return ExitError
 	}
 	threshold, err := check.ParseSeverity(*failOn)
 	if err != nil {
@@ -362,11 +366,7 @@ func runChecks(_ context.Context, env Env, args []string) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	out := env.Stdout
-	if *format == "json" {
-		out = termsafe.Raw(out)
-	}
-	if err := renderCatalog(out, *format); err != nil {
+	if err := renderCatalog(env.Stdout, *format); err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost checks:", err)
 		return ExitError
 	}

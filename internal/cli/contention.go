@@ -15,6 +15,26 @@ import (
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
+// contentionOutput is what 'dbhost contention' renders: one measured
+// interval, and whether more follow (--watch).
+type contentionOutput struct {
+	r     *contention.Report
+	watch bool
+}
+
+// contentionFormats are the formats of 'dbhost contention'.
+var contentionFormats = new(report.Formats[contentionOutput]).
+	Add("text", func(w io.Writer, o contentionOutput) error { return contention.WriteText(w, o.r) }).
+	Add("json", func(w io.Writer, o contentionOutput) error { return contention.WriteJSON(w, o.r, !o.watch) }) // --watch: one object per line
+
+// probeFormats are how --probe prints its result: the same names as
+// contentionFormats, which the flag is checked against.
+var probeFormats = new(report.Formats[*contention.ProbeResult]).
+	Add("text", contention.WriteProbeText).
+	Add("json", func(w io.Writer, r *contention.ProbeResult) error {
+		return contention.WriteJSON(termsafe.Raw(w), r, true)
+	})
+
 func runContention(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "contention", "[flags]")
 	var src sourceFlags
@@ -35,8 +55,8 @@ func runContention(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "dbhost contention:", err)
 		return ExitError
 	}
-	if *format != "text" && *format != "json" {
-		return fail(report.UnknownFormat(*format, "text", "json"))
+	if err := contentionFormats.Check(*format); err != nil {
+		return fail(err)
 	}
 	if *interval < 100*time.Millisecond {
 		return fail(fmt.Errorf("--interval %s is too short (at least 100ms)", *interval))
@@ -80,12 +100,7 @@ func runContention(ctx context.Context, env Env, args []string) int {
 		if err != nil {
 			return fail(err)
 		}
-		if *format == "json" {
-			err = contention.WriteJSON(termsafe.Raw(env.Stdout), r, true)
-		} else {
-			err = contention.WriteProbeText(env.Stdout, r)
-		}
-		if err != nil {
+		if err := probeFormats.Render(env.Stdout, *format, r); err != nil {
 			return fail(err)
 		}
 		if err := contention.SaveProbe(*state, r); err != nil {
@@ -104,10 +119,7 @@ func runContention(ctx context.Context, env Env, args []string) int {
 	}
 	defer s.Close()
 	render := func(w io.Writer, r *contention.Report) error {
-		if *format == "json" {
-			return contention.WriteJSON(w, r, !*watch)
-		}
-		return contention.WriteText(w, r)
+		return contentionFormats.Render(w, *format, contentionOutput{r, *watch})
 	}
 	if !*watch {
 		r, err := contention.Measure(ctx, s, *interval, capacity)

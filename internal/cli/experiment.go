@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"github.com/dbhost/dbhost/internal/knob"
 	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/results"
-	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
 // ExitInterrupted is the status of an experiment stopped by a signal (the
@@ -190,10 +188,8 @@ func runExperiment(ctx context.Context, env Env, args []string) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
-	switch f.format {
-	case "text", "json", "markdown", "md":
-	default:
-		fmt.Fprintln(env.Stderr, "dbhost experiment:", report.UnknownFormat(f.format, "text", "json", "markdown"))
+	if err := summaryFormats.Check(f.format); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
 		return ExitError
 	}
 	p, err := f.plan(fs)
@@ -226,11 +222,7 @@ func runExperiment(ctx context.Context, env Env, args []string) int {
 	if sum == nil {
 		return code
 	}
-	out := env.Stdout
-	if f.format == "json" {
-		out = termsafe.Raw(out)
-	}
-	if err := writeSummary(ctx, out, st, sum, f.format); err != nil {
+	if err := summaryFormats.Render(env.Stdout, f.format, summaryOutput{ctx, st, sum}); err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
 		return ExitError
 	}
@@ -246,22 +238,25 @@ func runExperiment(ctx context.Context, env Env, args []string) int {
 	return code
 }
 
-// writeSummary prints an experiment's summary in a format.
-func writeSummary(ctx context.Context, w io.Writer, st *results.Store, sum *experiment.Summary, format string) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(sum)
-	case "markdown", "md":
-		s, err := experiment.Load(ctx, st, sum.ID)
+// summaryOutput is what 'dbhost experiment' prints at the end: the
+// summary, and the store it went to (markdown reads the trials back).
+type summaryOutput struct {
+	ctx context.Context
+	st  *results.Store
+	sum *experiment.Summary
+}
+
+// summaryFormats are the formats of 'dbhost experiment'.
+var summaryFormats = new(report.Formats[summaryOutput]).
+	Add("text", func(w io.Writer, o summaryOutput) error { return experiment.WriteText(w, o.sum) }).
+	Add("json", func(w io.Writer, o summaryOutput) error { return writeJSON(w, o.sum) }).
+	Add("markdown", func(w io.Writer, o summaryOutput) error {
+		s, err := experiment.Load(o.ctx, o.st, o.sum.ID)
 		if err != nil {
 			return err
 		}
 		return s.WriteMarkdown(w)
-	}
-	return experiment.WriteText(w, sum)
-}
+	}, "md")
 
 func runExperimentRecover(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "experiment recover", "[flags]")

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -13,6 +14,16 @@ import (
 
 	_ "github.com/dbhost/dbhost/internal/engine/all" // detectors for instance grouping
 )
+
+// memOutput is what 'dbhost mem' renders: one scan and how to show it.
+type memOutput struct {
+	r  *mem.Report
+	ro mem.RenderOptions
+}
+
+var memFormats = new(report.Formats[memOutput]).
+	Add("text", func(w io.Writer, o memOutput) error { return mem.Text(w, o.r, o.ro) }).
+	Add("json", func(w io.Writer, o memOutput) error { return mem.JSON(termsafe.Raw(w), o.r, o.ro) })
 
 // runMem accounts memory: processes, shared regions counted once, database
 // instances, the host against /proc/meminfo, NUMA. It only reads.
@@ -35,8 +46,8 @@ func runMem(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "dbhost mem:", err)
 		return ExitError
 	}
-	if *format != "text" && *format != "json" {
-		return fail(report.UnknownFormat(*format, "text", "json"))
+	if err := memFormats.Check(*format); err != nil {
+		return fail(err)
 	}
 	switch *sortBy {
 	case "rss", "pss", "uss", "swap":
@@ -70,12 +81,7 @@ func runMem(ctx context.Context, env Env, args []string) int {
 	}
 	defer h.Close()
 	ro := mem.RenderOptions{Sort: *sortBy, Top: *top}
-	render := func(r *mem.Report) error {
-		if *format == "json" {
-			return mem.JSON(termsafe.Raw(env.Stdout), r, ro)
-		}
-		return mem.Text(env.Stdout, r, ro)
-	}
+	render := func(r *mem.Report) error { return memFormats.Render(env.Stdout, *format, memOutput{r, ro}) }
 	if *watch == 0 {
 		r, err := mem.Scan(ctx, h, opt)
 		if err != nil {

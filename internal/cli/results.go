@@ -9,7 +9,6 @@ import (
 	"io"
 	iofs "io/fs"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -92,13 +91,18 @@ func openStore(env Env, cmd, path string) (*results.Store, bool) {
 }
 
 // loadStored parses a results subcommand that takes n experiment IDs
-// (described by what) and loads them from the database at *db (a flag, so
-// read after parsing), opened read-only. When ok is false it has said why and the command ends with
-// code; else the caller closes st.
-func loadStored(ctx context.Context, env Env, fs *flag.FlagSet, args []string, db *string, n int, what string) (st *results.Store, ss []*experiment.Stored, code int, ok bool) {
+// (described by what), runs check on the parsed flags (--format), and
+// loads the experiments from the database at *db (a flag, so read after
+// parsing), opened read-only. When ok is false it has said why and the
+// command ends with code; else the caller closes st.
+func loadStored(ctx context.Context, env Env, fs *flag.FlagSet, args []string, check func() error, db *string, n int, what string) (st *results.Store, ss []*experiment.Stored, code int, ok bool) {
 	pos, code, ok := parseWithArgs(fs, args, n, what)
 	if !ok {
 		return nil, nil, code, false
+	}
+	if err := check(); err != nil {
+		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", fs.Name(), err)
+		return nil, nil, ExitError, false
 	}
 	st, ok = openStore(env, fs.Name(), *db)
 	if !ok {
@@ -116,6 +120,24 @@ func loadStored(ctx context.Context, env Env, fs *flag.FlagSet, args []string, d
 	return st, ss, 0, true
 }
 
+// listed is what 'results list' renders: the stored experiments, newest
+// first, and the database they are in (noDB: there is none).
+type listed struct {
+	list []results.Summary
+	db   string
+	noDB bool
+}
+
+// listFormats are the formats of 'results list'.
+var listFormats = new(report.Formats[listed]).
+	Add("text", listText).
+	Add("json", func(w io.Writer, l listed) error {
+		if l.list == nil {
+			return writeJSON(w, []results.Summary{}) // [], not null
+		}
+		return writeJSON(w, l.list)
+	})
+
 func resultsList(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "results list", "[flags]")
 	db := fs.String("db", results.DefaultPath, "results database")
@@ -123,36 +145,43 @@ func resultsList(ctx context.Context, env Env, args []string) int {
 	if _, code, ok := parseWithArgs(fs, args, 0, "no arguments"); !ok {
 		return code
 	}
-	if _, err := os.Lstat(*db); errors.Is(err, iofs.ErrNotExist) {
-		if *format == "json" {
-			return encodeJSON(env, "results list", []results.Summary{})
-		}
-		fmt.Fprintf(env.Stdout, "no experiments stored (no database at %s)\n", *db)
-		return ExitOK
-	}
-	st, ok := openStore(env, "results list", *db)
-	if !ok {
-		return ExitError
-	}
-	defer st.Close()
-	list, err := st.List(ctx)
-	if err != nil {
+	if err := listFormats.Check(*format); err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost results list:", err)
 		return ExitError
 	}
-	if *format == "json" {
-		if list == nil {
-			list = []results.Summary{}
+	l := listed{db: *db}
+	if _, err := os.Lstat(*db); errors.Is(err, iofs.ErrNotExist) {
+		l.noDB = true
+	} else {
+		st, ok := openStore(env, "results list", *db)
+		if !ok {
+			return ExitError
 		}
-		return encodeJSON(env, "results list", list)
+		defer st.Close()
+		if l.list, err = st.List(ctx); err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost results list:", err)
+			return ExitError
+		}
 	}
-	if len(list) == 0 {
-		fmt.Fprintf(env.Stdout, "no experiments in %s\n", *db)
-		return ExitOK
+	if err := listFormats.Render(env.Stdout, *format, l); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost results list:", err)
+		return ExitError
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	return ExitOK
+}
+
+func listText(w io.Writer, l listed) error {
+	switch {
+	case l.noDB:
+		fmt.Fprintf(w, "no experiments stored (no database at %s)\n", l.db)
+		return nil
+	case len(l.list) == 0:
+		fmt.Fprintf(w, "no experiments in %s\n", l.db)
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tCREATED\tSTATUS\tVERDICT\tARMS\tTRIALS\tNAME")
-	for _, s := range list {
+	for _, s := range l.list {
 		v := s.Verdict
 		if v == "" {
 			v = "-"
@@ -160,17 +189,7 @@ func resultsList(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.ID, s.Created.Local().Format(time.DateTime), s.Status, v, s.Arms, s.Trials, s.Name)
 	}
 	tw.Flush()
-	return ExitOK
-}
-
-func encodeJSON(env Env, cmd string, v any) int {
-	enc := json.NewEncoder(termsafe.Raw(env.Stdout))
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
-		return ExitError
-	}
-	return ExitOK
+	return nil
 }
 
 // showJSON is 'results show --format json': the summary, the plan and the
@@ -185,11 +204,31 @@ type showJSON struct {
 	TrialLog []results.Trial  `json:"trial_log"`
 }
 
+// shown is what 'results show' renders: a stored experiment, its summary
+// and what recomputing that summary from the trials gave.
+type shown struct {
+	s       *experiment.Stored
+	sum     *experiment.Summary
+	recheck string
+}
+
+func (o shown) json() showJSON {
+	return showJSON{Summary: o.sum, Plan: o.s.Plan, Recheck: o.recheck, Created: o.s.Experiment.Created,
+		Finished: o.s.Experiment.Finished, Host: o.s.Experiment.Host, TrialLog: o.s.Trials}
+}
+
+// showFormats are the formats of 'results show'.
+var showFormats = new(report.Formats[shown]).
+	Add("text", showText).
+	Add("json", func(w io.Writer, o shown) error { return writeJSON(w, o.json()) }).
+	Add("markdown", func(w io.Writer, o shown) error { return o.s.WriteMarkdown(w) }, "md")
+
 func resultsShow(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "results show", "ID [flags]")
 	db := fs.String("db", results.DefaultPath, "results database")
 	format := fs.String("format", "text", "text, json or markdown")
-	st, ss, code, ok := loadStored(ctx, env, fs, args, db, 1, "one experiment ID")
+	check := func() error { return showFormats.Check(*format) }
+	st, ss, code, ok := loadStored(ctx, env, fs, args, check, db, 1, "one experiment ID")
 	if !ok {
 		return code
 	}
@@ -200,28 +239,24 @@ func resultsShow(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "dbhost results show: %s\n", recheck)
 		return ExitError
 	}
-	switch *format {
-	case "json":
-		return encodeJSON(env, "results show", showJSON{Summary: sum, Plan: s.Plan, Recheck: recheck,
-			Created: s.Experiment.Created, Finished: s.Experiment.Finished, Host: s.Experiment.Host, TrialLog: s.Trials})
-	case "markdown", "md":
-		if err := s.WriteMarkdown(env.Stdout); err != nil {
-			fmt.Fprintln(env.Stderr, "dbhost results show:", err)
-			return ExitError
-		}
-		return ExitOK
-	case "text":
-	default:
-		fmt.Fprintln(env.Stderr, "dbhost results show:", report.UnknownFormat(*format, "text", "json", "markdown"))
+	if err := showFormats.Render(env.Stdout, *format, shown{s, sum, recheck}); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost results show:", err)
 		return ExitError
 	}
-	experiment.WriteText(env.Stdout, sum)
-	fmt.Fprintf(env.Stdout, "  recomputed from the stored trials: %s\n", recheck)
+	return ExitOK
+}
+
+// showText is 'results show': the summary, whether it recomputes, and
+// the trials.
+func showText(w io.Writer, o shown) error {
+	s := o.s
+	experiment.WriteText(w, o.sum)
+	fmt.Fprintf(w, "  recomputed from the stored trials: %s\n", o.recheck)
 	if s.Experiment.Note != "" {
-		fmt.Fprintf(env.Stdout, "  stored note: %s\n", s.Experiment.Note)
+		fmt.Fprintf(w, "  stored note: %s\n", s.Experiment.Note)
 	}
-	fmt.Fprintln(env.Stdout, "\n  trials:")
-	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "\n  trials:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  SEQ\tBLOCK\tARM\tCLIENTS\tOPS/S\tP99\tSECONDS\tEXCLUDED")
 	for _, t := range s.Trials {
 		arm := fmt.Sprint(t.Arm)
@@ -235,7 +270,7 @@ func resultsShow(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%.1f\t%s\t%d\t%s\n", t.Seq, block, arm, t.Clients, t.OpsPerSec, t.P99.Round(time.Microsecond), len(t.Seconds), t.Excluded)
 	}
 	tw.Flush()
-	return ExitOK
+	return nil // text to standard output is not checked for write errors, as elsewhere
 }
 
 // summaryChecked returns the stored summary and whether recomputing it
@@ -269,22 +304,27 @@ func resultsCompare(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "results compare", "ID ID [flags]")
 	db := fs.String("db", results.DefaultPath, "results database")
 	format := fs.String("format", "text", "text or json")
-	st, ss, code, ok := loadStored(ctx, env, fs, args, db, 2, "two experiment IDs")
+	check := func() error { return compareFormats.Check(*format) }
+	st, ss, code, ok := loadStored(ctx, env, fs, args, check, db, 2, "two experiment IDs")
 	if !ok {
 		return code
 	}
 	defer st.Close()
 	cmp, err := experiment.Compare(ss[0], ss[1])
+	if err == nil {
+		err = compareFormats.Render(env.Stdout, *format, cmp)
+	}
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost results compare:", err)
 		return ExitError
 	}
-	if *format == "json" {
-		return encodeJSON(env, "results compare", cmp)
-	}
-	experiment.WriteComparison(env.Stdout, cmp)
 	return ExitOK
 }
+
+// compareFormats are the formats of 'results compare'.
+var compareFormats = new(report.Formats[*experiment.Compared]).
+	Add("text", func(w io.Writer, c *experiment.Compared) error { experiment.WriteComparison(w, c); return nil }).
+	Add("json", func(w io.Writer, c *experiment.Compared) error { return writeJSON(w, c) })
 
 func resultsReport(ctx context.Context, env Env, args []string) int {
 	fs := newFlagSet(env, "results report", "ID -o FILE [flags]")
@@ -294,6 +334,10 @@ func resultsReport(ctx context.Context, env Env, args []string) int {
 	pos, code, ok := parseWithArgs(fs, args, 1, "one experiment ID")
 	if !ok {
 		return code
+	}
+	if err := reportFormats.Check(*format); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost results report:", err)
+		return ExitError
 	}
 	if *out == "" {
 		fmt.Fprintln(env.Stderr, "dbhost results report: -o FILE is required")
@@ -307,11 +351,7 @@ func resultsReport(ctx context.Context, env Env, args []string) int {
 	if *out == "-" {
 		s, err := experiment.Load(ctx, st, pos[0])
 		if err == nil {
-			out := env.Stdout
-			if *format != "markdown" && *format != "md" {
-				out = termsafe.Raw(out) // HTML and JSON escape themselves
-			}
-			err = renderReport(out, s, *format)
+			err = reportFormats.Render(env.Stdout, *format, s)
 		}
 		if err != nil {
 			fmt.Fprintln(env.Stderr, "dbhost results report:", err)
@@ -333,29 +373,21 @@ func writeReport(ctx context.Context, st *results.Store, ref, path, format strin
 	if err != nil {
 		return err
 	}
-	switch format {
-	case "html", "markdown", "md", "json":
-	default:
-		return report.UnknownFormat(format, "html", "markdown", "json")
+	if err := reportFormats.Check(format); err != nil {
+		return err
 	}
-	return writeFileAtomic(path, 0o644, func(w io.Writer) error { return renderReport(w, s, format) })
+	return writeFileAtomic(path, 0o644, func(w io.Writer) error { return reportFormats.Render(w, format, s) })
 }
 
-func renderReport(w io.Writer, s *experiment.Stored, format string) error {
-	switch strings.ToLower(format) {
-	case "html":
-		return s.WriteHTML(w)
-	case "markdown", "md":
-		return s.WriteMarkdown(w)
-	case "json":
+// reportFormats are the formats of 'results report'. HTML and JSON escape
+// themselves, so they are written past the terminal filter.
+var reportFormats = new(report.Formats[*experiment.Stored]).
+	Add("html", func(w io.Writer, s *experiment.Stored) error { return s.WriteHTML(termsafe.Raw(w)) }).
+	Add("markdown", func(w io.Writer, s *experiment.Stored) error { return s.WriteMarkdown(w) }, "md").
+	Add("json", func(w io.Writer, s *experiment.Stored) error {
 		sum, recheck := summaryChecked(s)
 		if sum == nil {
 			return errors.New(recheck)
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(showJSON{Summary: sum, Plan: s.Plan, Recheck: recheck, Created: s.Experiment.Created,
-			Finished: s.Experiment.Finished, Host: s.Experiment.Host, TrialLog: s.Trials})
-	}
-	return report.UnknownFormat(format, "html", "markdown", "json")
-}
+		return writeJSON(w, shown{s, sum, recheck}.json())
+	})

@@ -12,8 +12,6 @@ import (
 // JSONSchema names the document layout documented in docs/json-schema.md.
 const JSONSchema = "dbhost.audit/1"
 
-func init() { Register("json", renderJSON) }
-
 type jsonDoc struct {
 	Schema    string          `json:"schema"`
 	Host      jsonHost        `json:"host"`

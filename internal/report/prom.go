@@ -10,8 +10,6 @@ import (
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
-func init() { Register("prom", renderProm) }
-
 // renderProm writes node_exporter textfile-collector format: one gauge per
 // judged finding (1 fail, 0 pass) and one per finding that could not be
 // judged, so an alert can tell "fixed" from "unknown".

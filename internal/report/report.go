@@ -1,12 +1,11 @@
 // Package report renders audit results: text for people, JSON for programs,
 // Prometheus textfile format for node_exporter. Renderers register by name.
+// It also holds Formats, the set of --format values one command has: every
+// command renders through one.
 package report
 
 import (
-	"fmt"
 	"io"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/dbhost/dbhost/internal/check"
@@ -32,38 +31,31 @@ type Options struct {
 // Renderer writes an audit in one format.
 type Renderer func(w io.Writer, a *Audit, o Options) error
 
-var renderers = map[string]Renderer{}
+// Rendering is what an audit format renders: the audit and how to show it.
+type Rendering struct {
+	Audit   *Audit
+	Options Options
+}
 
-// Register adds a renderer by format name.
-func Register(name string, r Renderer) { renderers[name] = r }
+// AuditFormats are the formats of 'dbhost audit'; Register adds to them.
+var AuditFormats Formats[Rendering]
 
-// Formats lists the registered format names.
-func Formats() []string {
-	out := make([]string, 0, len(renderers))
-	for n := range renderers {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+// The renderers are registered here rather than in each file's init so
+// that the order UnknownFormat lists them in does not hang on file names.
+func init() {
+	Register("json", renderJSON)
+	Register("prom", renderProm)
+	Register("text", renderText)
+}
+
+// Register adds an audit renderer by format name.
+func Register(name string, r Renderer) {
+	AuditFormats.Add(name, func(w io.Writer, v Rendering) error { return r(w, v.Audit, v.Options) })
 }
 
 // Render writes the audit in the named format.
 func Render(w io.Writer, format string, a *Audit, o Options) error {
-	r, ok := renderers[format]
-	if !ok {
-		return UnknownFormat(format, Formats()...)
-	}
-	return r(w, a, o)
-}
-
-// UnknownFormat is the one error every command gives for a --format it
-// does not have: unknown format "yaml" (want text, json or markdown).
-func UnknownFormat(got string, have ...string) error {
-	want := strings.Join(have, ", ")
-	if n := len(have); n > 1 {
-		want = strings.Join(have[:n-1], ", ") + " or " + have[n-1]
-	}
-	return fmt.Errorf("unknown format %q (want %s)", got, want)
+	return AuditFormats.Render(w, format, Rendering{Audit: a, Options: o})
 }
 
 // Summary counts findings by status and, for failures, by severity.

@@ -10,8 +10,6 @@ import (
 	"github.com/dbhost/dbhost/internal/textio"
 )
 
-func init() { Register("text", renderText) }
-
 type palette struct{ red, yellow, blue, green, grey, bold, reset string }
 
 func colors(on bool) palette {
