@@ -100,8 +100,17 @@ func TestMemContentionFromCollect(t *testing.T) {
 	if !strings.Contains(r.Host.Switches.Err, "two samples") {
 		t.Errorf("switches error %q, want why one sample gives no rate", r.Host.Switches.Err)
 	}
+	// Other tests' servers start and stop on this host while collect runs:
+	// one that exited between discovery and the read of its threads is in
+	// the snapshot without them, and says so.
+	gone := 0
+	for _, v := range r.Verdicts {
+		if strings.Contains(v.Summary, "not recorded in this snapshot") {
+			gone++
+		}
+	}
 	for i, in := range r.Instances {
-		if in.Processes < 1 || in.Threads < in.Processes || in.Queries.Err == "" {
+		if in.Processes < 1 || in.Queries.Err == "" || in.Threads < in.Processes && gone == 0 {
 			t.Errorf("instance %d: %+v", i, in)
 		}
 	}
@@ -109,7 +118,7 @@ func TestMemContentionFromCollect(t *testing.T) {
 		t.Errorf("%d verdicts for %d instances", len(r.Verdicts), len(r.Instances))
 	}
 	for _, v := range r.Verdicts {
-		if v.Status != "unknown" || !strings.Contains(v.Summary, "two samples") {
+		if v.Status != "unknown" || !strings.Contains(v.Summary, "two samples") && !strings.Contains(v.Summary, "not recorded in this snapshot") {
 			t.Errorf("verdict %s: %s %q", v.ID, v.Status, v.Summary)
 		}
 	}
