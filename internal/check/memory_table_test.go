@@ -108,12 +108,24 @@ func init() {
 		tcase{name: "always", base: b, mutate: func(f *facts.Facts) {
 			f.Memory.THP.Enabled = reading(facts.THPDir+"/enabled", "[always] madvise never")
 		}, id: "mem.thp.enabled", subject: h, want: check.Fail},
+		// defrag acts only while enabled is "always" for them: with
+		// "never" or "madvise" it is moot and passes whatever it is.
 		tcase{name: "never", base: b, mutate: func(f *facts.Facts) {
+			f.Memory.THP.Enabled = reading(facts.THPDir+"/enabled", "[always] madvise never")
 			f.Memory.THP.Defrag = reading(facts.THPDir+"/defrag", "always defer defer+madvise madvise [never]")
 		}, id: "mem.thp.defrag", subject: h, want: check.Pass},
 		tcase{name: "always", base: b, mutate: func(f *facts.Facts) {
+			f.Memory.THP.Enabled = reading(facts.THPDir+"/enabled", "[always] madvise never")
 			f.Memory.THP.Defrag = reading(facts.THPDir+"/defrag", "[always] defer defer+madvise madvise never")
 		}, id: "mem.thp.defrag", subject: h, want: check.Fail},
+		tcase{name: "always, moot under enabled never", base: b, mutate: func(f *facts.Facts) {
+			f.Memory.THP.Enabled = reading(facts.THPDir+"/enabled", "always madvise [never]")
+			f.Memory.THP.Defrag = reading(facts.THPDir+"/defrag", "[always] defer defer+madvise madvise never")
+		}, id: "mem.thp.defrag", subject: h, want: check.Pass},
+		tcase{name: "always, moot under enabled madvise", base: b, mutate: func(f *facts.Facts) {
+			f.Memory.THP.Enabled = reading(facts.THPDir+"/enabled", "always [madvise] never")
+			f.Memory.THP.Defrag = reading(facts.THPDir+"/defrag", "[always] defer defer+madvise madvise never")
+		}, id: "mem.thp.defrag", subject: h, want: check.Pass},
 
 		// mem.numa_balancing on two nodes: off.
 		tcase{name: "off", base: "numa-2node", mutate: sysctl("kernel.numa_balancing", "0"), id: "mem.numa_balancing", subject: h, want: check.Pass},

@@ -237,7 +237,7 @@ func TestMemTHPEnabled(t *testing.T) {
 }
 
 func TestMemTHPDefrag(t *testing.T) {
-	memWant(t, "mem-thp-never", "mem.thp.defrag", memHost, check.Pass)
+	memWant(t, "mem-thp-never", "mem.thp.defrag", memHost, check.Pass, "has no effect")
 	fd := memWant(t, "mem-thp-always", "mem.thp.defrag", memHost, check.Fail, `"always"`)
 	if memSysfsValue(fd.Fix, "/sys/kernel/mm/transparent_hugepage/defrag") != "never" || len(fd.Fix.Cmdline) != 0 {
 		t.Errorf("fix %+v", fd.Fix)

@@ -44,10 +44,13 @@ with a tmpfiles.d line and adds transparent_hugepage= to the kernel command line
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb"},
 		Doc: `Reads /sys/kernel/mm/transparent_hugepage/defrag: whether a page fault that
-wants a huge page may stall to compact memory. PostgreSQL, MySQL and MongoDB before
-8.0 want "never" (so that a later change of "enabled" cannot bring back direct
-compaction stalls); MongoDB 8.0+ wants "defer+madvise" (compaction in the
-background, direct only where madvised). Redis sets no requirement here.`,
+wants a huge page may stall to compact memory. While enabled is "always",
+PostgreSQL, MySQL and MongoDB before 8.0 want "never"; MongoDB 8.0+ wants
+"defer+madvise" (compaction in the background, direct only where madvised). With
+enabled "never" no fault allocates a huge page, and with "madvise" only memory that
+asks for huge pages is compacted for, which those servers never ask: defrag is then
+moot and passes whatever it is (mem.thp.enabled judges enabled itself). Redis sets
+no requirement here.`,
 		Refs: []string{"https://docs.kernel.org/admin-guide/mm/transhuge.html",
 			"https://www.mongodb.com/docs/manual/administration/tcmalloc-performance/"},
 		Run: checkTHPDefrag,
@@ -215,8 +218,34 @@ func checkTHPEnabled(f *facts.Facts) []Result {
 	return judgeTHPKey(f, "enabled", f.Memory.THP.Enabled, func(n thpNeed) []string { return n.enabled })
 }
 
+// checkTHPDefrag judges defrag only where it acts: with enabled "never" no
+// fault allocates a huge page, and with "madvise" only memory that asks
+// for huge pages is compacted for, which PostgreSQL, MySQL and older
+// MongoDB never ask.
 func checkTHPDefrag(f *facts.Facts) []Result {
-	return judgeTHPKey(f, "defrag", f.Memory.THP.Defrag, func(n thpNeed) []string { return n.defrag })
+	t := f.Memory.THP
+	enabled, why := facts.THPMode(t.Enabled, "enabled")
+	moot := why == "" && enabled != "always"
+	needs := thpNeeds(f)
+	wishes := 0
+	for _, n := range needs {
+		if n.unknown != "" || n.defrag != nil && (!moot || !n.onlyIfAlways && enabled != "never") {
+			wishes++
+		}
+	}
+	if moot && wishes == 0 && len(needs) > 0 {
+		ev := []Evidence{EvReading("transparent_hugepage/defrag", t.Defrag), EvReading("transparent_hugepage/enabled", t.Enabled)}
+		if enabled == "never" {
+			return []Result{PassR(SubjectHost, "THP enabled is \"never\": no page fault allocates a huge page, so the defrag mode has no effect.", ev...)}
+		}
+		return []Result{PassR(SubjectHost, fmt.Sprintf("THP enabled is %q: only memory that asks for huge pages (madvise) is compacted for, which the databases here do not ask, so the defrag mode does not matter to them.", enabled), ev...)}
+	}
+	return judgeTHPKey(f, "defrag", t.Defrag, func(n thpNeed) []string {
+		if moot && (n.onlyIfAlways || enabled == "never") {
+			return nil
+		}
+		return n.defrag
+	})
 }
 
 func checkTHPKhugepaged(f *facts.Facts) []Result {

@@ -56,7 +56,7 @@ func init() {
 		tcase{name: "recorded pass", base: "mem-swappiness-1", id: "mem.swappiness", subject: "host", want: check.Pass},
 		tcase{name: "recorded fail", base: "baseline", id: "mem.swappiness", subject: "host", want: check.Fail},
 		tcase{name: "recorded pass", base: "mem-thp-never-persisted", id: "mem.thp.defrag", subject: "host", want: check.Pass},
-		tcase{name: "recorded fail", base: "baseline", id: "mem.thp.defrag", subject: "host", want: check.Fail},
+		tcase{name: "recorded fail", base: "mem-thp-always", id: "mem.thp.defrag", subject: "host", want: check.Fail},
 		tcase{name: "recorded pass", base: "mem-thp-never-persisted", id: "mem.thp.enabled", subject: "host", want: check.Pass},
 		tcase{name: "recorded fail", base: "baseline", id: "mem.thp.enabled", subject: "host", want: check.Fail},
 		tcase{name: "recorded pass", base: "baseline", id: "mem.thp.khugepaged", subject: "host", want: check.Pass},
