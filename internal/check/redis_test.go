@@ -146,8 +146,16 @@ func TestRedisPersistence(t *testing.T) {
 		// A password-protected server with a rewritten command line refuses
 		// to be asked, and nothing names its config file.
 		fd := mustFind(t, "redis-auth", id, redisRequirepass(t))
-		if fd.Status != check.Unknown || !strings.Contains(fd.Reason, "set-proc-title") {
+		if fd.Status != check.Unknown || !strings.Contains(fd.Reason, "set-proc-title") || !strings.Contains(fd.Reason, "requires authentication") {
 			t.Fatalf("%s: %s", fd.Status, fd.Reason)
+		}
+		// The compiled-in defaults are not what the server runs: evidence
+		// must not show them as observed values.
+		for _, name := range []string{"appendonly", "appendfsync", "save"} {
+			ev, ok := evidence(fd, name)
+			if !ok || !strings.HasPrefix(ev.Value, "unknown (the compiled-in default is") || ev.Source == "default" {
+				t.Errorf("%s evidence %+v, want it unknown with the default named as such", name, ev)
+			}
 		}
 	})
 }

@@ -257,11 +257,17 @@ func (x *inspection) settings() {
 	aclOK := readACLFile(x.h, in, s, x.cwd)
 
 	authed, authSrc := s.auth()
+	// Why the server could not be asked: a refusal for want of a
+	// password is an answer, not an error, so LiveErr is still empty.
+	asked := in.LiveErr
+	if x.lv != nil && x.lv.AuthRequired {
+		asked = "it requires authentication on " + x.lv.Via + ", and dbhost sends no password to Redis"
+	}
 	switch {
 	case !configKnown && x.cmdErr != nil:
-		in.Redis.ConfigErr = "the command line is unreadable (" + host.Explain(x.cmdErr) + ") and the server could not be asked (" + in.LiveErr + "): the config file is unknown"
+		in.Redis.ConfigErr = "the command line is unreadable (" + host.Explain(x.cmdErr) + ") and the server could not be asked (" + asked + "): the config file is unknown"
 	case !configKnown:
-		in.Redis.ConfigErr = "the command line was rewritten by set-proc-title and the server could not be asked (" + in.LiveErr + "): the config file is unknown"
+		in.Redis.ConfigErr = "the command line was rewritten by set-proc-title and the server could not be asked (" + asked + "): the config file is unknown"
 	case x.conf != nil && x.conf.Unreadable:
 		in.Redis.ConfigErr = "configuration files unreadable: " + strings.Join(x.conf.Errors, "; ")
 	case !aclOK:
