@@ -699,15 +699,34 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		if p.Total == 0 || idle*20 <= p.Total || uint64(idle)*p.Bytes() < 64*bMiB {
 			continue // within a 5 % margin, or less than 64 MiB
 		}
+		// Idle pages a database waits for are not surplus; those beyond
+		// its need are.
 		var waiting []string
+		var need int64
 		for _, u := range pending {
-			if u.poolKB == p.SizeKB && !u.advised {
-				waiting = append(waiting, fmt.Sprintf("%s needs %d", u.in.Name(), u.need))
+			if u.poolKB != p.SizeKB || u.advised {
+				continue
 			}
+			waiting = append(waiting, fmt.Sprintf("%s needs %d", u.in.Name(), u.need))
+			need += u.need
 		}
-		if len(waiting) > 0 {
+		if need > 0 {
+			need += hugeMargin(need)
+		}
+		surplus := idle - need
+		if len(waiting) > 0 && (surplus*20 <= p.Total || uint64(max(surplus, 0))*p.Bytes() < 64*bMiB) {
 			problems = append(problems, fmt.Sprintf("%d of %d pages of %s (%s) are idle, but not because they are surplus: %s and runs without huge pages (too few pages, or reserved after it started; see its huge pages check)", idle, p.Total, memPoolName(p.SizeKB), humanBytes(uint64(idle)*p.Bytes()), strings.Join(waiting, ", ")))
 			fx.Manual = "Do not release these pages: give the waiting database enough pages and restart it (see mem.hugepages.postgres / mem.hugepages.mysql)."
+			continue
+		}
+		if len(waiting) > 0 {
+			keep := p.Total - idle + need
+			problems = append(problems, fmt.Sprintf("%d of %d pages of %s are idle; %s (with a 1%% margin: %d pages) and runs without huge pages, so %d pages (%s) are surplus: that memory is lost to the page cache, the buffer pools and everything else", idle, p.Total, memPoolName(p.SizeKB), strings.Join(waiting, ", "), need, surplus, humanBytes(uint64(surplus)*p.Bytes())))
+			pf := poolFix(f, p, keep, "")
+			fx.Sysctl = append(fx.Sysctl, pf.Sysctl...)
+			fx.Sysfs = append(fx.Sysfs, pf.Sysfs...)
+			fx.HostOnly = pf.HostOnly
+			fx.Manual = "Keep the pages the waiting database needs, then restart it so that it maps them (see mem.hugepages.postgres / mem.hugepages.mysql)."
 			continue
 		}
 		problems = append(problems, fmt.Sprintf("%d of %d pages of %s (%s) are neither mapped nor promised to any process: that memory is lost to the page cache, the buffer pools and everything else", idle, p.Total, memPoolName(p.SizeKB), humanBytes(uint64(idle)*p.Bytes())))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/fixture"
 )
@@ -433,4 +434,31 @@ func TestNUMAImbalance(t *testing.T) {
 	memWant(t, "numa-2node-interleave", id, memPrivate(t, "numa-2node-interleave", engine.Redis), check.Pass, "50 %")
 	memWant(t, "mem-dirty-low", id, "redis:6379", check.Pass, "single-node")
 	memWant(t, "mem-denied", id, "redis:6379", check.Unknown)
+}
+
+// TestMemHugePagesSurplusBesideWaiting: 3000 pages reserved while one
+// database waits for 72 of them. The pages beyond its need (and the ones
+// in use) are surplus and the fix keeps only those.
+func TestMemHugePagesSurplusBesideWaiting(t *testing.T) {
+	const id = "mem.hugepages.unused"
+	chk, _ := check.Lookup(id)
+	grow := func(f *facts.Facts) {
+		for i := range f.Memory.HugePages {
+			if p := &f.Memory.HugePages[i]; p.SizeKB == 2048 {
+				p.Total, p.Free, p.Reserved = 3000, 2999, 114
+			}
+		}
+	}
+	f := cloneFacts(t, "mem-hugepages-mariadb")
+	grow(f)
+	rs := chk.Run(f)
+	if len(rs) != 1 || rs[0].Status != check.Fail || !strings.Contains(rs[0].Reason, "postgres:5432 needs 72") || !strings.Contains(rs[0].Reason, "2812 pages") {
+		t.Fatalf("%+v", rs)
+	}
+	// Keep what is in use (1 mapped + 114 promised) and the 72 + 1 % the
+	// waiting server needs.
+	if v := memSysctlValue(rs[0].Fix, "vm.nr_hugepages"); v != "188" {
+		t.Errorf("nr_hugepages %q, want 188: %+v", v, rs[0].Fix)
+	}
+
 }
