@@ -345,13 +345,15 @@ func runCollect(ctx context.Context, env Env, args []string) int {
 // contention' do, so that the snapshot holds what they read with --from
 // (smaps_rollup or smaps of every process, System V and /dev/shm segments,
 // NUMA nodes, /proc/stat, the instances' threads). Nothing is connected to:
-// query counts need the live host. It returns what could not be read.
+// query counts need the live host. The instances are found without a
+// second inspection: the gather before this one already read their
+// configuration. It returns what could not be read.
 func recordObservers(ctx context.Context, h *host.Host) []string {
 	var notes []string
 	if _, err := mem.Scan(ctx, h, mem.Options{}); err != nil {
 		notes = append(notes, "memory accounting not recorded: "+err.Error())
 	}
-	s, err := contention.NewSampler(ctx, h, contention.Options{Engine: engine.Options{NoConnect: true}})
+	s, err := contention.NewSampler(ctx, h, contention.Options{Engine: engine.Options{NoConnect: true, NoInspect: true}})
 	if err != nil {
 		return append(notes, "contention sample not recorded: "+err.Error())
 	}
