@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,7 +23,7 @@ func (i *Instance) MayReceiveCredentials() string {
 		return ""
 	}
 	accounts := i.Profile().ServiceAccounts()
-	if contains(accounts, i.User) {
+	if slices.Contains(accounts, i.User) {
 		return ""
 	}
 	return fmt.Sprintf("the server runs as %s (uid %d), not root or %s: no password is sent to it",

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // Profile is everything dbhost knows about one engine, or one product of an
@@ -224,7 +226,7 @@ func Register(p Profile) {
 	defer profilesMu.Unlock()
 	for _, q := range profiles {
 		for _, n := range append([]string{p.Name()}, p.Aliases()...) {
-			if n == q.Name() || contains(q.Aliases(), n) {
+			if n == q.Name() || slices.Contains(q.Aliases(), n) {
 				panic("engine: profile name " + n + " registered twice")
 			}
 		}
@@ -291,7 +293,7 @@ func Parse(s string) (Engine, error) {
 	k := strings.ToLower(strings.TrimSpace(s))
 	var names, alias []string
 	for _, p := range Profiles() {
-		if k == p.Name() || contains(p.Aliases(), k) {
+		if k == p.Name() || slices.Contains(p.Aliases(), k) {
 			return p.Engine(), nil
 		}
 		if p.Name() == string(p.Engine()) {
@@ -303,23 +305,7 @@ func Parse(s string) (Engine, error) {
 	}
 	sort.Slice(names, func(a, b int) bool { return engineRank(Engine(names[a])) < engineRank(Engine(names[b])) })
 	sort.Strings(alias)
-	return "", fmt.Errorf("unknown engine %q (want %s, or an alias: %s)", s, orList(names), strings.Join(alias, ", "))
-}
-
-func orList(s []string) string {
-	if len(s) < 2 {
-		return strings.Join(s, "")
-	}
-	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
+	return "", fmt.Errorf("unknown engine %q (want %s, or an alias: %s)", s, textio.OrList(names), strings.Join(alias, ", "))
 }
 
 // Uint reads a whole-number setting (quotes allowed), or def and false.

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
+
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // Formats is one command's set of --format values, each rendering a T. Every
@@ -56,9 +57,5 @@ func (f *Formats[T]) Render(w io.Writer, name string, v T) error {
 // UnknownFormat is the one error every command gives for a --format it
 // does not have: unknown format "yaml" (want text, json or markdown).
 func UnknownFormat(got string, have ...string) error {
-	want := strings.Join(have, ", ")
-	if n := len(have); n > 1 {
-		want = strings.Join(have[:n-1], ", ") + " or " + have[n-1]
-	}
-	return fmt.Errorf("unknown format %q (want %s)", got, want)
+	return fmt.Errorf("unknown format %q (want %s)", got, textio.OrList(have))
 }

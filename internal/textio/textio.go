@@ -34,3 +34,11 @@ func LastLines(s string, n int) string {
 	}
 	return strings.Join(lines, " | ")
 }
+
+// OrList joins choices for a message: "a", "a or b", "a, b or c".
+func OrList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}

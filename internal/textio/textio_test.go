@@ -45,3 +45,11 @@ func TestLastLines(t *testing.T) {
 		}
 	}
 }
+
+func TestOrList(t *testing.T) {
+	for want, in := range map[string][]string{"": nil, "a": {"a"}, "a or b": {"a", "b"}, "a, b or c": {"a", "b", "c"}} {
+		if got := OrList(in); got != want {
+			t.Errorf("OrList(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
