@@ -226,10 +226,16 @@ func checkTHPDefrag(f *facts.Facts) []Result {
 	t := f.Memory.THP
 	enabled, why := facts.THPMode(t.Enabled, "enabled")
 	moot := why == "" && enabled != "always"
+	wish := func(n thpNeed) []string {
+		if moot && (n.onlyIfAlways || enabled == "never") {
+			return nil
+		}
+		return n.defrag
+	}
 	needs := thpNeeds(f)
 	wishes := 0
 	for _, n := range needs {
-		if n.unknown != "" || n.defrag != nil && (!moot || !n.onlyIfAlways && enabled != "never") {
+		if n.unknown != "" || wish(n) != nil {
 			wishes++
 		}
 	}
@@ -240,12 +246,7 @@ func checkTHPDefrag(f *facts.Facts) []Result {
 		}
 		return []Result{PassR(SubjectHost, fmt.Sprintf("THP enabled is %q: only memory that asks for huge pages (madvise) is compacted for, which the databases here do not ask, so the defrag mode does not matter to them.", enabled), ev...)}
 	}
-	return judgeTHPKey(f, "defrag", t.Defrag, func(n thpNeed) []string {
-		if moot && (n.onlyIfAlways || enabled == "never") {
-			return nil
-		}
-		return n.defrag
-	})
+	return judgeTHPKey(f, "defrag", t.Defrag, wish)
 }
 
 func checkTHPKhugepaged(f *facts.Facts) []Result {
