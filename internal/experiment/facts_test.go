@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	hostfacts "github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/host/hosttest"
 )
 
 // direct is what HostFacts should find on a host, parsed from its files
@@ -120,24 +120,7 @@ func TestHostFactsRecorded(t *testing.T) {
 // TestHostFactsOddInputs: what HostFacts makes of missing and odd files,
 // as it did when it read them itself: only unreadable meminfo is an error.
 func TestHostFactsOddInputs(t *testing.T) {
-	tree := func(files map[string]string) *host.Host {
-		t.Helper()
-		root := t.TempDir()
-		for p, c := range files {
-			full := filepath.Join(root, p)
-			if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		h, err := host.Open(root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
+	tree := func(files map[string]string) *host.Host { return hosttest.Tree(t, files) }
 	for _, c := range []struct {
 		name  string
 		files map[string]string

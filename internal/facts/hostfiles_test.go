@@ -2,42 +2,17 @@ package facts
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/host/hosttest"
 )
 
-// tree writes files below a temporary root ("etc/x" → content; a content
-// starting with "->" makes a symbolic link) and opens a Host over it.
-func tree(t *testing.T, files map[string]string) *host.Host {
-	t.Helper()
-	root := t.TempDir()
-	for p, c := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if target, ok := strings.CutPrefix(c, "->"); ok {
-			if err := os.Symlink(target, full); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h, err := host.Open(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
+// tree is hosttest.Tree, short for the many tables here.
+func tree(t *testing.T, files map[string]string) *host.Host { return hosttest.Tree(t, files) }
 
 func TestParseUnitLimit(t *testing.T) {
 	for _, c := range []struct {

@@ -1,14 +1,13 @@
 package valkey
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/engine"
 	_ "github.com/dbhost/dbhost/internal/engine/redis"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/host/hosttest"
 )
 
 func TestParse(t *testing.T) {
@@ -69,30 +68,14 @@ func TestProfile(t *testing.T) {
 // TestInspectFromProc: the Redis package's discovery describes a Valkey
 // process found in a recorded /proc tree with Valkey's flavour.
 func TestInspectFromProc(t *testing.T) {
-	root := t.TempDir()
-	dir := filepath.Join(root, "proc", "4242")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, s string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("cmdline", "valkey-server\x00--port\x006380\x00--dir\x00/var/lib/valkey\x00")
-	write("comm", "valkey-server\n")
-	write("status", "Name:\tvalkey-server\nState:\tS (sleeping)\nPPid:\t1\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n")
-	write("stat", "4242 (valkey-server) S 1 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 1000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
-	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.Open(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	const stat = "4242 (valkey-server) S 1 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 100 1000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+	h := hosttest.Tree(t, map[string]string{
+		"proc/4242/cmdline": "valkey-server\x00--port\x006380\x00--dir\x00/var/lib/valkey\x00",
+		"proc/4242/comm":    "valkey-server\n",
+		"proc/4242/status":  "Name:\tvalkey-server\nState:\tS (sleeping)\nPPid:\t1\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n",
+		"proc/4242/stat":    stat,
+		"etc/passwd":        "root:x:0:0:root:/root:/bin/sh\n",
+	})
 	tab, err := engine.ReadTable(h)
 	if err != nil {
 		t.Fatal(err)
