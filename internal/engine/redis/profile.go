@@ -8,7 +8,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/dbhost/dbhost/internal/engine"
@@ -32,24 +31,23 @@ type Product struct {
 	Units, Confs []string
 }
 
-var (
-	productsMu sync.Mutex
-	products   []Product
-)
-
 // NewProfile makes the engine profile of a Redis-compatible product.
-func NewProfile(p Product) engine.Profile {
-	productsMu.Lock()
-	defer productsMu.Unlock()
-	products = append(products, p)
-	return detector{p: p}
+func NewProfile(p Product) engine.Profile { return detector{p: p} }
+
+// products are the registered Redis-compatible products.
+func products() []Product {
+	var out []Product
+	for _, p := range engine.Profiles() {
+		if d, ok := p.(detector); ok {
+			out = append(out, d.p)
+		}
+	}
+	return out
 }
 
 // isServerComm reports whether c is any product's server command.
 func isServerComm(c string) bool {
-	productsMu.Lock()
-	defer productsMu.Unlock()
-	for _, p := range products {
+	for _, p := range products() {
 		if p.Comm == c {
 			return true
 		}
@@ -59,9 +57,7 @@ func isServerComm(c string) bool {
 
 // packagedConfs are the files distributions install for a product.
 func packagedConfs(flavor string) []string {
-	productsMu.Lock()
-	defer productsMu.Unlock()
-	for _, p := range products {
+	for _, p := range products() {
 		if p.Flavor == flavor {
 			return p.Confs
 		}
