@@ -15,7 +15,7 @@ func init() {
 		ID:        "mem.overcommit",
 		Title:     "vm.overcommit_memory suits the databases on the host",
 		Severity:  Warning,
-		AppliesTo: []string{"postgres", "redis"},
+		AppliesTo: []string{"postgres", "redis", "mongodb"},
 		Doc: `Reads vm.overcommit_memory (and overcommit_ratio/overcommit_kbytes, CommitLimit
 and Committed_AS from /proc/meminfo). The engines want opposite things:
 - PostgreSQL documents mode 2 (strict accounting): allocations beyond CommitLimit fail
@@ -28,6 +28,8 @@ and Committed_AS from /proc/meminfo). The engines want opposite things:
   and the child is charged the parent's whole private memory although copy-on-write
   shares nearly all of it; under mode 2 (and sometimes 0) that fork fails and the
   snapshot is not written ("Can't save in background: fork: Cannot allocate memory").
+- MongoDB 8.0+ on x86_64 and ARM64 sets mode 1 in its documented setup for the
+  upgraded TCMalloc, together with THP always (see mem.thp.enabled).
 When both run on one host dbhost reports one finding that explains the trade-off:
 mode 2 is acceptable when CommitLimit leaves room for Committed_AS plus the largest
 Redis resident size (the fork's charge); mode 1 is acceptable when every postmaster
@@ -123,20 +125,42 @@ func (c commitState) strictFix(f *facts.Facts, need uint64) *fix.Fix {
 
 func checkOvercommit(f *facts.Facts) []Result {
 	pgs, rds := f.ByEngine(engine.Postgres), f.ByEngine(engine.Redis)
-	if len(pgs) == 0 && len(rds) == 0 {
+	mdb := overcommitByTHP(f)
+	if len(pgs) == 0 && len(rds) == 0 && len(mdb) == 0 {
 		return nil
 	}
 	c, why := readCommit(f)
 	if why != "" {
 		return []Result{UnknownR(SubjectHost, why, c.ev...)}
 	}
+	var r Result
 	switch {
 	case len(pgs) > 0 && len(rds) > 0:
-		return []Result{overcommitBoth(f, c, pgs, rds)}
+		r = overcommitBoth(f, c, pgs, rds)
 	case len(pgs) > 0:
-		return []Result{overcommitPostgres(f, c, pgs)}
+		r = overcommitPostgres(f, c, pgs)
+	default:
+		return []Result{overcommitOne(f, c, rds, mdb)}
 	}
-	return []Result{overcommitRedis(f, c, rds)}
+	if len(mdb) > 0 {
+		// PostgreSQL and MongoDB 8 already disagree on THP itself
+		// (mem.thp.enabled); the overcommit judgement keeps
+		// PostgreSQL's documented mode and names the other wish.
+		r.Reason += fmt.Sprintf(" MongoDB 8 (%s) asks for mode 1 as part of its THP setup; like its THP wish, that conflicts with PostgreSQL's, and dbhost keeps PostgreSQL's documented mode here (see mem.thp.enabled).", memNames(mdb))
+	}
+	return []Result{r}
+}
+
+// overcommitByTHP lists the instances whose documented THP setup also sets
+// vm.overcommit_memory=1 (MongoDB 8 with its upgraded TCMalloc).
+func overcommitByTHP(f *facts.Facts) []*facts.Instance {
+	var out []*facts.Instance
+	for _, in := range f.Instances {
+		if in.Profile().THP(in.Instance, f.Manifest.Arch).Overcommit == 1 {
+			out = append(out, in)
+		}
+	}
+	return out
 }
 
 func memNames(ins []*facts.Instance) string {
@@ -186,17 +210,32 @@ func overcommitPostgres(f *facts.Facts, c commitState, pgs []*facts.Instance) Re
 	return FailR(SubjectHost, reason+fmt.Sprintf(" The fix sizes CommitLimit for today's Committed_AS (%s) plus 25 %% so that ordinary allocations keep working.", humanBytes(c.committed)), fx, c.ev...)
 }
 
-func overcommitRedis(f *facts.Facts, c commitState, rds []*facts.Instance) Result {
+// overcommitOne judges a host whose databases all want mode 1: Redis for
+// its fork, MongoDB 8 as part of its documented THP setup.
+func overcommitOne(f *facts.Facts, c commitState, rds, mdb []*facts.Instance) Result {
+	var wants, whys, names []string
+	if len(rds) > 0 {
+		wants = append(wants, "Redis ("+memNames(rds)+")")
+		names = append(names, "Redis")
+		why := "Redis forks for BGSAVE, AOF rewrites and full replica syncs, and the child is charged the parent's whole memory although copy-on-write shares it; "
+		if c.mode == 2 {
+			why += "in strict mode that fork fails once CommitLimit is short, and the snapshot is not written (\"Can't save in background: fork: Cannot allocate memory\")"
+		} else {
+			why += "the heuristic mode refuses the fork when the dataset is large compared with free memory, and Redis logs a warning about it at start-up"
+		}
+		whys = append(whys, why)
+	}
+	if len(mdb) > 0 {
+		wants = append(wants, "MongoDB 8 ("+memNames(mdb)+")")
+		names = append(names, "MongoDB 8")
+		whys = append(whys, "MongoDB's documented setup for its upgraded TCMalloc sets mode 1 together with THP always, defrag defer+madvise and max_ptes_none 0 (the allocator reserves address space well ahead of use, which the other modes may refuse)")
+	}
+	who := strings.Join(wants, " and ")
 	if c.mode == 1 {
-		return PassR(SubjectHost, fmt.Sprintf("vm.overcommit_memory is 1, as Redis (%s) wants: the fork for BGSAVE, AOF rewrite and replica syncs cannot fail for lack of commit charge.", memNames(rds)), c.ev...)
+		return PassR(SubjectHost, fmt.Sprintf("vm.overcommit_memory is 1, as needed by %s: %s.", who, strings.Join(whys, "; ")), c.ev...)
 	}
-	reason := fmt.Sprintf("vm.overcommit_memory is %d (%s): Redis (%s) forks for BGSAVE, AOF rewrites and full replica syncs, and the child is charged the parent's whole memory although copy-on-write shares it; ", c.mode, overcommitName(c.mode), memNames(rds))
-	if c.mode == 2 {
-		reason += "in strict mode that fork fails once CommitLimit is short, and the snapshot is not written (\"Can't save in background: fork: Cannot allocate memory\")."
-	} else {
-		reason += "the heuristic mode refuses the fork when the dataset is large compared with free memory, and Redis logs a warning about it at start-up."
-	}
-	return FailR(SubjectHost, reason, sysctlFix(f, "Set vm.overcommit_memory to 1 for Redis", "vm.overcommit_memory", "1"), c.ev...)
+	reason := fmt.Sprintf("vm.overcommit_memory is %d (%s), but mode 1 is needed by %s: %s.", c.mode, overcommitName(c.mode), who, strings.Join(whys, "; "))
+	return FailR(SubjectHost, reason, sysctlFix(f, "Set vm.overcommit_memory to 1 for "+strings.Join(names, " and "), "vm.overcommit_memory", "1"), c.ev...)
 }
 
 // overcommitBoth weighs PostgreSQL's need for mode 2 against Redis's fork.

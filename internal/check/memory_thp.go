@@ -22,10 +22,14 @@ database instance on the host:
   processes 2 MiB pages they did not ask for; the kernel stalls page faults to compact
   memory, khugepaged collapses sparse regions into huge pages that inflate memory use,
   and latency spikes follow.
-- MongoDB 8.0 and later (x86_64 and ARM64) want "always": its upgraded TCMalloc with
-  per-CPU caches is built for huge pages (MongoDB's "TCMalloc Performance
-  Optimization" page); on PPC64LE and s390x it keeps the legacy TCMalloc and wants
-  "never".
+- MongoDB 8.0 and later on x86_64 and ARM64 want "always": its upgraded TCMalloc
+  with per-CPU caches is built for huge pages (MongoDB's "TCMalloc Performance
+  Optimization" page), and its documented setup adds defrag defer+madvise
+  (mem.thp.defrag), khugepaged max_ptes_none 0 (mem.thp.khugepaged) and
+  vm.overcommit_memory 1 (mem.overcommit). On ppc64le and s390x MongoDB keeps the
+  legacy TCMalloc and wants "never"; for other architectures it documents nothing and
+  the verdict is unknown. The architecture is the one the host (or snapshot) was
+  read on.
 - Redis wants anything but "always" (madvise or never): it warns at start-up that THP
   causes latency and memory problems with fork/copy-on-write. Redis 7 with
   disable-thp yes (the default) switches THP off for itself and tolerates "always".

@@ -134,7 +134,23 @@ type THPAdvice struct {
 	// PtesZero: khugepaged's max_ptes_none should be 0; OnlyIfAlways: the
 	// defrag and max_ptes_none wishes matter only while enabled is always.
 	PtesZero, OnlyIfAlways bool
-	Why, UnknownWhy        string
+	// Overcommit, when not 0, is the vm.overcommit_memory mode the
+	// engine's documented THP setup sets alongside (MongoDB 8: 1).
+	Overcommit      int
+	Why, UnknownWhy string
+}
+
+// NormArch names an architecture as uname -m does (x86_64, aarch64,
+// ppc64le, s390x), from either that or Go's name (amd64, arm64), which
+// snapshots record.
+func NormArch(a string) string {
+	switch a {
+	case "amd64":
+		return "x86_64"
+	case "arm64":
+		return "aarch64"
+	}
+	return a
 }
 
 // QueryCounter reads a cumulative count of an instance's queries over one

@@ -73,19 +73,32 @@ func wtProposal(limit uint64) string {
 	return strconv.FormatFloat(float64(int(g*100))/100, 'f', -1, 64)
 }
 
-// THP: MongoDB 8.0 with its upgraded TCMalloc wants THP on, except on
-// ppc64le and s390x where it keeps the legacy one; earlier versions want
-// it off.
+// THP: MongoDB 8.0 with its upgraded TCMalloc wants THP on, with the
+// companion settings of its documented setup; it ships that allocator only
+// on x86_64 and ARM64 and keeps the legacy one (which wants THP off) on
+// ppc64le and s390x. Earlier versions want it off everywhere.
 func (detector) THP(in *engine.Instance, arch string) engine.THPAdvice {
-	switch {
-	case in.Version == "":
+	if in.Version == "" {
 		return engine.THPAdvice{UnknownWhy: "MongoDB 8.0 reversed its THP advice"}
-	case engine.VersionAtLeast(in.Version, "8.0") && arch != "ppc64le" && arch != "s390x":
-		return engine.THPAdvice{Enabled: []string{"always"}, Defrag: []string{"defer+madvise"}, PtesZero: true,
-			Why: "wants THP (enabled always, defrag defer+madvise, max_ptes_none 0) for its upgraded TCMalloc with per-CPU caches"}
 	}
+	if !engine.VersionAtLeast(in.Version, "8.0") {
+		return thpOff("MongoDB before 8.0")
+	}
+	switch engine.NormArch(arch) {
+	case "x86_64", "aarch64":
+		return engine.THPAdvice{Enabled: []string{"always"}, Defrag: []string{"defer+madvise"}, PtesZero: true, Overcommit: 1,
+			Why: "wants THP (enabled always, defrag defer+madvise, max_ptes_none 0, and vm.overcommit_memory 1) for its upgraded TCMalloc with per-CPU caches, which MongoDB 8 ships on x86_64 and ARM64"}
+	case "ppc64le", "s390x":
+		return thpOff("MongoDB 8 keeps the legacy TCMalloc on " + engine.NormArch(arch))
+	case "":
+		return engine.THPAdvice{UnknownWhy: "MongoDB 8 wants THP on x86_64 and ARM64 but off on ppc64le and s390x, and the host's architecture was not recorded"}
+	}
+	return engine.THPAdvice{UnknownWhy: "MongoDB 8 documents its THP advice for x86_64 and ARM64 (on) and ppc64le and s390x (off), not for " + arch}
+}
+
+func thpOff(who string) engine.THPAdvice {
 	return engine.THPAdvice{Enabled: []string{"never"}, Defrag: []string{"never"}, PtesZero: true, OnlyIfAlways: true,
-		Why: "wants THP off (MongoDB before 8.0, or the legacy TCMalloc on this architecture): its sparse memory access suffers from huge page compaction and bloat"}
+		Why: "wants THP off (" + who + "): its sparse memory access suffers from huge page compaction and bloat"}
 }
 
 func (detector) MainConfig(in *engine.Instance) string { return engine.ConfigNamed(in, "mongod.conf") }
