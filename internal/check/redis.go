@@ -103,7 +103,7 @@ func instSettingEv(in *facts.Instance, name string) Evidence {
 	if !ok {
 		return Ev(name, "not set", "")
 	}
-	if s.Source == "default" && configUnread(in) {
+	if s.Source == "default" && in.ConfigUnread() != "" {
 		return Ev(name, fmt.Sprintf("unknown (the compiled-in default is %q, but the configuration was not read)", s.Value), "")
 	}
 	v := s.Value
@@ -111,15 +111,6 @@ func instSettingEv(in *facts.Instance, name string) Evidence {
 		v = `""`
 	}
 	return Ev(name, v, s.Source)
-}
-
-// configUnread reports an instance whose configuration could not be read:
-// its "default" settings are then guesses, not observations.
-func configUnread(in *facts.Instance) bool {
-	if in.SettingsSource == "live" {
-		return false
-	}
-	return in.Redis != nil && in.Redis.ConfigErr != "" || in.Mongo != nil && in.Mongo.ConfigErr != ""
 }
 
 // redisSettingsKnown reports whether the effective settings are known (read

@@ -334,12 +334,32 @@ func (i *Instance) Uint(name string, def uint64) (uint64, bool) {
 }
 
 // UintInput is the Input behind a Uint answer: the setting as found, or
-// the default used.
+// the default used, which is only an assumption when the configuration
+// could not be read.
 func (i *Instance) UintInput(name string, known bool, v uint64) Input {
-	if s, ok := i.Setting(name); ok && known {
+	s, ok := i.Setting(name)
+	if ok && known && s.Source != "default" {
 		return Input{name, s.Value, s.Source}
 	}
+	if why := i.ConfigUnread(); why != "" {
+		return Input{name, fmt.Sprintf("unknown (default %d assumed)", v), "the configuration was not read: " + why}
+	}
 	return Input{name, strconv.FormatUint(v, 10), "default (not found in the configuration)"}
+}
+
+// ConfigUnread says why an instance's configuration could not be read
+// ("" when it was, or its settings came live): its "default" settings are
+// then guesses, not observations.
+func (i *Instance) ConfigUnread() string {
+	switch {
+	case i.SettingsSource == "live":
+		return ""
+	case i.Redis != nil && i.Redis.ConfigErr != "":
+		return i.Redis.ConfigErr
+	case i.Mongo != nil && i.Mongo.ConfigErr != "":
+		return i.Mongo.ConfigErr
+	}
+	return ""
 }
 
 // DefaultReadAheadKB is the kernel's default read_ahead_kb.
