@@ -53,11 +53,15 @@ it got until the server restarts.`,
 		Severity:  Warning,
 		AppliesTo: []string{"host"},
 		Doc: `tcp_max_syn_backlog bounds half-open connections (SYN received, handshake not
-complete) per listening socket. During connection storms a small queue drops SYNs and
-clients retry after a second or more. Target: 4096 (a busy MySQL/NFS host used
-10240).`,
-		Refs:    []string{"https://docs.kernel.org/networking/ip-sysctl.html"},
-		Sysctls: []string{"net.ipv4.tcp_max_syn_backlog"},
+complete) per listening socket, but only while SYN cookies are off
+(net.ipv4.tcp_syncookies=0): then, during connection storms, SYNs beyond three quarters
+of it are dropped and clients retry after a second or more. Target: 4096 (a busy
+MySQL/NFS host used 10240). With tcp_syncookies 1 (the kernel default) or 2 a full
+queue is answered with SYN cookies and the connection still completes, so the setting
+is moot and passes; the listen backlog (net.somaxconn) is then what bounds the queue.`,
+		Refs: []string{"https://docs.kernel.org/networking/ip-sysctl.html",
+			"https://git.kernel.org/pub/scm/linux/kernel/git/torvalds/linux.git/tree/net/ipv4/tcp_input.c (tcp_conn_request)"},
+		Sysctls: []string{"net.ipv4.tcp_max_syn_backlog", "net.ipv4.tcp_syncookies"},
 		Run:     checkSynBacklog,
 	})
 	Register(Check{
@@ -215,9 +219,23 @@ func netAtLeast(f *facts.Facts, name string, target int64, why string) []Result 
 		netFix(f, "Raise "+name, name, strconv.FormatInt(target, 10)), ev)}
 }
 
+// checkSynBacklog: the kernel drops SYNs for want of tcp_max_syn_backlog
+// only with SYN cookies off (tcp_conn_request); with them on, a full
+// queue answers with cookies and the connection completes, so the size is
+// moot and the listen backlog (net.somaxconn) is what bounds the queue.
 func checkSynBacklog(f *facts.Facts) []Result {
-	return netAtLeast(f, "net.ipv4.tcp_max_syn_backlog", synBacklogTarget,
-		"during a connection storm (a pool reconnecting after a failover) half-open connections beyond it are dropped and clients retry only after a second or more.")
+	const name = "net.ipv4.tcp_max_syn_backlog"
+	ck := f.SysctlReading("net.ipv4.tcp_syncookies")
+	if v, why := ck.IntIn(0, 2); why == "" && v > 0 {
+		return []Result{PassR(SubjectHost, fmt.Sprintf("net.ipv4.tcp_syncookies is %d: when half-open connections fill the queue the kernel answers with SYN cookies instead of dropping the SYN, so %s (%s) drops nothing and is moot; the listen backlog bounds the queue (see net.somaxconn).", v, name, f.SysctlReading(name).Value),
+			EvReading(name, f.SysctlReading(name)), EvReading("net.ipv4.tcp_syncookies", ck))}
+	}
+	rs := netAtLeast(f, name, synBacklogTarget,
+		"with SYN cookies off (net.ipv4.tcp_syncookies "+ck.Value+"), during a connection storm (a pool reconnecting after a failover) half-open connections beyond three quarters of it are dropped and clients retry only after a second or more.")
+	for i := range rs {
+		rs[i].Evidence = append(rs[i].Evidence, EvReading("net.ipv4.tcp_syncookies", ck))
+	}
+	return rs
 }
 
 func checkKeepalive(f *facts.Facts) []Result {

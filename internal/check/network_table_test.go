@@ -44,9 +44,13 @@ func init() {
 		tcase{name: "Redis got its 511", base: b, mutate: backlog(rd, 511), id: "net.somaxconn", subject: rd, want: check.Pass},
 		tcase{name: "Redis got 510", base: b, mutate: backlog(rd, 510), id: "net.somaxconn", subject: rd, want: check.Fail},
 
-		// net.syn_backlog: 4096.
-		tcase{name: "4096", base: b, mutate: sysctl("net.ipv4.tcp_max_syn_backlog", "4096"), id: "net.syn_backlog", subject: h, want: check.Pass},
-		tcase{name: "4095", base: b, mutate: sysctl("net.ipv4.tcp_max_syn_backlog", "4095"), id: "net.syn_backlog", subject: h, want: check.Fail, says: []string{"below 4096: during a connection storm"}},
+		// net.syn_backlog: 4096 while SYN cookies are off; moot with
+		// them on (1, the default, or 2), however small.
+		tcase{name: "4096 without cookies", base: "net-syncookies-off", mutate: sysctl("net.ipv4.tcp_max_syn_backlog", "4096"), id: "net.syn_backlog", subject: h, want: check.Pass},
+		tcase{name: "4095 without cookies", base: "net-syncookies-off", mutate: sysctl("net.ipv4.tcp_max_syn_backlog", "4095"), id: "net.syn_backlog", subject: h, want: check.Fail, says: []string{"below 4096: with SYN cookies off (net.ipv4.tcp_syncookies 0)"}},
+		tcase{name: "128 with cookies", base: b, mutate: sysctl("net.ipv4.tcp_max_syn_backlog", "128"), id: "net.syn_backlog", subject: h, want: check.Pass, says: []string{"tcp_syncookies is 1", "moot"}},
+		tcase{name: "128 with cookies always", base: b, mutate: all(sysctl("net.ipv4.tcp_max_syn_backlog", "128"), sysctl("net.ipv4.tcp_syncookies", "2")), id: "net.syn_backlog", subject: h, want: check.Pass, says: []string{"tcp_syncookies is 2"}},
+		tcase{name: "cookies unreadable: judged", base: b, mutate: all(sysctl("net.ipv4.tcp_max_syn_backlog", "128"), sysctl("net.ipv4.tcp_syncookies", "x")), id: "net.syn_backlog", subject: h, want: check.Fail},
 
 		// net.keepalive: first probe after at most 120 s, then every 30 s.
 		tcase{name: "120 and 30", base: b, mutate: all(sysctl("net.ipv4.tcp_keepalive_time", "120"), sysctl("net.ipv4.tcp_keepalive_intvl", "30")), id: "net.keepalive", subject: h, want: check.Pass},

@@ -30,7 +30,6 @@ func TestNetSomaxconn(t *testing.T) {
 
 func TestNetSimpleParameters(t *testing.T) {
 	for _, c := range []struct{ id, frag string }{
-		{"net.syn_backlog", "2048"},
 		{"net.keepalive", "7200"},
 		{"net.fin_timeout", "60"},
 	} {
@@ -44,6 +43,16 @@ func TestNetSimpleParameters(t *testing.T) {
 	}
 	fd := hxFind(t, "net-tuned", "net.keepalive", "host", check.Pass)
 	hxHas(t, "keepalive", fd.Reason, "tcp-keepalive 300")
+
+	// tcp_max_syn_backlog 2048 drops SYNs only with cookies off.
+	fd = hxFind(t, "net-syncookies-off", "net.syn_backlog", "host", check.Fail)
+	hxHas(t, "syn_backlog", fd.Reason, "is 2048, below 4096")
+	if fd.Fix == nil || len(fd.Fix.Sysctl) == 0 || fd.Fix.Sysctl[0].Value != "4096" {
+		t.Errorf("net.syn_backlog: fix %+v", fd.Fix)
+	}
+	fd = hxFind(t, "net-somaxconn-128", "net.syn_backlog", "host", check.Pass)
+	hxHas(t, "syn_backlog", fd.Reason, "(2048) drops nothing and is moot")
+	hxFind(t, "net-unreadable", "net.syn_backlog", "host", check.Unknown)
 }
 
 func TestNetLocalPortRange(t *testing.T) {
