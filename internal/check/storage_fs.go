@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -60,9 +61,15 @@ metadata before the data it points to. On power loss either can leave a
 database whose fsync returned with corrupted or stale pages. They are
 safe only behind a controller cache that survives power loss (battery or
 flash backed), which dbhost cannot see: it reports them and never
-recommends them.`,
+recommends them. The barrier options are moot when every device under the mount
+reports no volatile write cache (/sys/block/DEV/queue/write_cache "write through"):
+the block layer then sends no flushes whatever the options say, and the check
+passes and says so; data=writeback is judged regardless, as it is about the
+journal's ordering, not the cache.`,
 		Refs: []string{"https://docs.kernel.org/admin-guide/ext4.html",
-			"https://www.postgresql.org/docs/current/wal-reliability.html"},
+			"https://www.postgresql.org/docs/current/wal-reliability.html",
+			"https://docs.kernel.org/block/queue-sysfs.html",
+			"https://docs.kernel.org/block/writeback_cache_control.html"},
 		Run: checkBarrier,
 	})
 	Register(Check{
@@ -231,11 +238,23 @@ func checkBarrier(f *facts.Facts) []Result {
 		if v, ok := m.Option("barrier"); ok && v == "0" {
 			bad, remove = append(bad, "barrier=0"), append(remove, "barrier=0")
 		}
+		moot := ""
+		if len(bad) > 0 {
+			if wt, wev := stWriteThrough(f, u.uses); wt != "" {
+				ev = append(ev, wev...)
+				moot = fmt.Sprintf(" %s is moot: the device it is mounted from (%s) reports no volatile write cache (queue/write_cache \"write through\"), so the kernel sends it no cache flushes with or without barriers. That holds as long as the device itself reported it: the file is writable, and \"write through\" written over a volatile cache stops every flush whatever the mount options.", strings.Join(bad, ", "), wt)
+				bad, remove = nil, nil
+			}
+		}
 		writeback := false
 		if v, ok := m.Option("data"); ok && v == "writeback" {
 			bad, remove, writeback = append(bad, "data=writeback"), append(remove, "data=writeback"), true
 		}
-		if len(bad) == 0 {
+		switch {
+		case len(bad) == 0 && moot != "":
+			out = append(out, PassR(subj, m.MountPoint+" orders data before metadata, and its"+moot, ev...))
+			continue
+		case len(bad) == 0:
 			out = append(out, PassR(subj, m.MountPoint+" keeps write barriers on and orders data before metadata: an fsync'ed write reaches stable media.", ev...))
 			continue
 		}
@@ -247,9 +266,30 @@ func checkBarrier(f *facts.Facts) []Result {
 		if writeback {
 			fx.Manual = "ext4 cannot change its data mode on remount: remove data=writeback from /etc/fstab, stop the database, then umount and mount " + m.MountPoint + " (data=ordered is the default)."
 		}
-		out = append(out, FailR(subj, fmt.Sprintf("%s is mounted with %s: without barriers the device's volatile write cache is not flushed at journal commits and fsync, and with data=writeback metadata can be committed before the data it points to. On power loss the database can find corrupted or stale pages although fsync returned. This is safe only behind a controller cache with a battery or flash backup, which dbhost cannot see; if yours has one, keep this as a known exception.", m.MountPoint, strings.Join(bad, ", ")), fx, ev...))
+		out = append(out, FailR(subj, fmt.Sprintf("%s is mounted with %s: without barriers the device's volatile write cache is not flushed at journal commits and fsync, and with data=writeback metadata can be committed before the data it points to. On power loss the database can find corrupted or stale pages although fsync returned. This is safe only behind a controller cache with a battery or flash backup, which dbhost cannot see; if yours has one, keep this as a known exception.%s", m.MountPoint, strings.Join(bad, ", "), moot), fx, ev...))
 	}
 	return append(out, stUnfollowed(f)...)
+}
+
+// stWriteThrough names the devices the filesystems are mounted from when
+// every one reports no volatile write cache ("" otherwise, or when one is
+// unread): the filesystem's flushes go to that device, which drops them,
+// so barrier options change nothing.
+func stWriteThrough(f *facts.Facts, uses []stPathUse) (string, []Evidence) {
+	var names []string
+	var ev []Evidence
+	for _, pu := range uses {
+		name := pu.ps.Device
+		d := f.Storage.Devices[name]
+		if d == nil || !d.WriteCache.OK() || strings.TrimSpace(d.WriteCache.Value) != "write through" {
+			return "", nil
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+			ev = append(ev, EvReading("write_cache ("+name+")", d.WriteCache))
+		}
+	}
+	return strings.Join(names, ", "), ev
 }
 
 func checkDataOnRoot(f *facts.Facts) []Result {

@@ -52,6 +52,8 @@ func queue(name, attr, value string) func(*facts.Facts) {
 			d.Rotational = r
 		case "read_ahead_kb":
 			d.ReadAheadKB = r
+		case "write_cache":
+			d.WriteCache = r
 		default:
 			panic(attr)
 		}

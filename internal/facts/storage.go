@@ -99,6 +99,9 @@ type BlockDevice struct {
 	Rotational  host.Reading `json:"rotational"`
 	ReadAheadKB host.Reading `json:"read_ahead_kb"`
 	NrRequests  host.Reading `json:"nr_requests"`
+	// WriteCache is "write back" (a volatile cache the kernel flushes at
+	// fsync and journal commits) or "write through" (no flushes are sent).
+	WriteCache host.Reading `json:"write_cache"`
 	// Slaves are the devices below a dm or md device; Parent is the whole
 	// disk of a partition.
 	Slaves []string `json:"slaves,omitempty"`

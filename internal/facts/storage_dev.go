@@ -172,6 +172,7 @@ func (w *devWalker) device(name, sys string) *BlockDevice {
 	d.Rotational = h.Read(base + "/queue/rotational")
 	d.ReadAheadKB = h.Read(base + "/queue/read_ahead_kb")
 	d.NrRequests = h.Read(base + "/queue/nr_requests")
+	d.WriteCache = h.Read(base + "/queue/write_cache")
 	d.Model, _ = h.ReadString(base + "/device/model")
 	d.Vendor, _ = h.ReadString(base + "/device/vendor")
 	switch d.Kind {
