@@ -21,7 +21,10 @@ func init() {
 the kernel swap out database memory to keep page cache, and a swapped-out
 buffer pool stalls queries on disk reads. 1 keeps swapping for real memory
 pressure only (10 where a little swapping is wanted). 0 is not safer: on
-kernels since 3.5 it can make the OOM killer fire before any swapping.`,
+kernels since 3.5 it can make the OOM killer fire before any swapping. Without any
+active swap (/proc/swaps) the value is moot, as the kernel cannot page out anonymous
+memory at all: the check passes and says so, and mem.swap (which wants some swap)
+sets swappiness to 1 in the same fix.`,
 		Refs:    []string{"https://docs.kernel.org/admin-guide/sysctl/vm.html#swappiness"},
 		Sysctls: []string{"vm.swappiness"},
 		Run:     checkSwappiness,
@@ -132,6 +135,12 @@ func checkSwappiness(f *facts.Facts) []Result {
 	v, why := r.IntIn(0, 200) // the kernel's range
 	if why != "" {
 		return []Result{UnknownR(SubjectHost, "cannot judge vm.swappiness: "+why, ev)}
+	}
+	if f.Memory.SwapsErr == "" && len(f.Memory.Swaps) == 0 {
+		// Without swap the kernel cannot reclaim anonymous memory
+		// (mm/vmscan.c scans only the file LRUs), whatever the value.
+		return []Result{PassR(SubjectHost, fmt.Sprintf("vm.swappiness is %d, but no swap is active: the kernel cannot page out anonymous memory and reclaims only page cache, so the value is moot. It matters once swap is added; mem.swap's fix sets it to 1 with the swap.", v),
+			ev, Ev("swap areas", "none", "/proc/swaps"))}
 	}
 	switch {
 	case v >= 1 && v <= 10:
@@ -351,6 +360,12 @@ func checkSwap(f *facts.Facts) []Result {
 		"Create and enable a swap file of about %s (swap is for pressure relief, not for running out of RAM): "+
 			"fallocate -l %dG /swapfile && chmod 600 /swapfile && mkswap /swapfile && swapon /swapfile; "+
 			"then add the line \"/swapfile none swap sw 0 0\" to /etc/fstab. Keep vm.swappiness at 1.", memHumanSize(size), size/bGiB)}
+	if v, why := sw.IntIn(1, 10); why != "" || v < 1 || v > 10 {
+		// Swap added under swappiness 60 is swap the buffer pools go to:
+		// set the two together (mem.swappiness is moot until then).
+		fx.Sysctl = []fix.KV{{Key: "vm.swappiness", Value: "1"}}
+		fx.Manual = strings.Replace(fx.Manual, "Keep vm.swappiness at 1.", "Set vm.swappiness to 1 with it (the sysctl of this fix), so that the new swap is used only under real pressure.", 1)
+	}
 	return []Result{FailR(SubjectHost, reason, memHostOnly(f, fx), ev...)}
 }
 

@@ -37,16 +37,21 @@ func init() {
 	const h = check.SubjectHost
 	const b = "baseline"
 	addCases(
-		// mem.swappiness: 1 to 10 swaps only under pressure; 0 risks the OOM
+		// mem.swappiness (mem-swapfile has a 1 GiB swap file): 1 to 10 swaps only under pressure; 0 risks the OOM
 		// killer; above 10 (the Debian default 60) swaps database memory.
-		tcase{name: "0", base: b, mutate: sysctl("vm.swappiness", "0"), id: "mem.swappiness", subject: h, want: check.Fail, says: []string{"OOM killer"}},
-		tcase{name: "1", base: b, mutate: sysctl("vm.swappiness", "1"), id: "mem.swappiness", subject: h, want: check.Pass},
-		tcase{name: "10", base: b, mutate: sysctl("vm.swappiness", "10"), id: "mem.swappiness", subject: h, want: check.Pass},
-		tcase{name: "11", base: b, mutate: sysctl("vm.swappiness", "11"), id: "mem.swappiness", subject: h, want: check.Fail},
-		tcase{name: "Debian's 60", base: b, mutate: sysctl("vm.swappiness", "60"), id: "mem.swappiness", subject: h, want: check.Fail},
-		tcase{name: "200, the kernel's maximum", base: b, mutate: sysctl("vm.swappiness", "200"), id: "mem.swappiness", subject: h, want: check.Fail},
-		tcase{name: "201 is no value", base: b, mutate: sysctl("vm.swappiness", "201"), id: "mem.swappiness", subject: h, want: check.Unknown},
-		tcase{name: "-1 is no value", base: b, mutate: sysctl("vm.swappiness", "-1"), id: "mem.swappiness", subject: h, want: check.Unknown},
+		tcase{name: "0", base: "mem-swapfile", mutate: sysctl("vm.swappiness", "0"), id: "mem.swappiness", subject: h, want: check.Fail, says: []string{"OOM killer"}},
+		tcase{name: "1", base: "mem-swapfile", mutate: sysctl("vm.swappiness", "1"), id: "mem.swappiness", subject: h, want: check.Pass},
+		tcase{name: "10", base: "mem-swapfile", mutate: sysctl("vm.swappiness", "10"), id: "mem.swappiness", subject: h, want: check.Pass},
+		tcase{name: "11", base: "mem-swapfile", mutate: sysctl("vm.swappiness", "11"), id: "mem.swappiness", subject: h, want: check.Fail},
+		tcase{name: "Debian's 60", base: "mem-swapfile", mutate: sysctl("vm.swappiness", "60"), id: "mem.swappiness", subject: h, want: check.Fail},
+		tcase{name: "200, the kernel's maximum", base: "mem-swapfile", mutate: sysctl("vm.swappiness", "200"), id: "mem.swappiness", subject: h, want: check.Fail},
+		tcase{name: "201 is no value", base: "mem-swapfile", mutate: sysctl("vm.swappiness", "201"), id: "mem.swappiness", subject: h, want: check.Unknown},
+		tcase{name: "-1 is no value", base: "mem-swapfile", mutate: sysctl("vm.swappiness", "-1"), id: "mem.swappiness", subject: h, want: check.Unknown},
+		// Without swap the value is moot: baseline has none.
+		tcase{name: "no swap, 60", base: b, mutate: sysctl("vm.swappiness", "60"), id: "mem.swappiness", subject: h, want: check.Pass, says: []string{"no swap is active", "moot"}},
+		tcase{name: "no swap, 0", base: b, mutate: sysctl("vm.swappiness", "0"), id: "mem.swappiness", subject: h, want: check.Pass, says: []string{"moot"}},
+		tcase{name: "no swap, 201 is still no value", base: b, mutate: sysctl("vm.swappiness", "201"), id: "mem.swappiness", subject: h, want: check.Unknown},
+		tcase{name: "swap list unreadable: judged", base: b, mutate: all(sysctl("vm.swappiness", "60"), func(f *facts.Facts) { f.Memory.SwapsErr = "permission denied" }), id: "mem.swappiness", subject: h, want: check.Fail},
 
 		// mem.dirty below 64 GiB: dirty at most 20 %, background at most
 		// 10 % and below dirty.

@@ -93,9 +93,20 @@ const memHost = check.SubjectHost
 
 func TestMemSwappiness(t *testing.T) {
 	memWant(t, "mem-swappiness-1", "mem.swappiness", memHost, check.Pass)
-	fd := memWant(t, "mem-swappiness-0", "mem.swappiness", memHost, check.Fail, "OOM killer")
+	fd := memWant(t, "mem-swapfile", "mem.swappiness", memHost, check.Fail, "vm.swappiness is 60")
 	if memSysctlValue(fd.Fix, "vm.swappiness") != "1" {
 		t.Errorf("fix %+v", fd.Fix)
+	}
+	// Recorded without swap: 0 cannot make the kernel prefer the OOM
+	// killer to a swap it does not have. mem.swap carries the setting.
+	memWant(t, "mem-swappiness-0", "mem.swappiness", memHost, check.Pass, "moot")
+	fd = memWant(t, "baseline", "mem.swap", memHost, check.Fail)
+	if memSysctlValue(fd.Fix, "vm.swappiness") != "1" {
+		t.Errorf("mem.swap on a host with swappiness 60: fix %+v", fd.Fix)
+	}
+	fd = memWant(t, "mem-swappiness-1", "mem.swap", memHost, check.Fail)
+	if fd.Fix.Sysctl != nil {
+		t.Errorf("mem.swap with swappiness 1 already: fix %+v", fd.Fix.Sysctl)
 	}
 	memWant(t, "mem-denied", "mem.swappiness", memHost, check.Unknown, "permission denied")
 }

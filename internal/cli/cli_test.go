@@ -27,7 +27,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestExitStatus(t *testing.T) {
-	snap := fixture.Path("mem-swappiness-0")
+	snap := fixture.Path("mem-swapfile") // swappiness 60 with swap
 	cases := []struct {
 		args []string
 		want int
@@ -142,7 +142,7 @@ func TestChecksCatalogJSON(t *testing.T) {
 
 func TestFixIsIdempotent(t *testing.T) {
 	dir := t.TempDir()
-	snap := fixture.Path("mem-swappiness-0")
+	snap := fixture.Path("mem-swapfile")
 	tree := func() map[string]string {
 		m := map[string]string{}
 		filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {

@@ -28,8 +28,8 @@ func liveFindings(t *testing.T) []check.Finding {
 func TestRuntimeFixesMakeFindingsPass(t *testing.T) {
 	j := testdb.Journal(t)
 	// At least one finding with a runtime fix fails, whatever this host's
-	// settings: the Debian default swappiness (restored afterwards).
-	if err := j.Set("/proc/sys/vm/swappiness", "60"); err != nil {
+	// settings: a dirty_ratio above 20 % of RAM (restored afterwards).
+	if err := j.Set("/proc/sys/vm/dirty_ratio", "40"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -50,8 +50,8 @@ func TestRuntimeFixesMakeFindingsPass(t *testing.T) {
 		}
 		applied[f.ID+" "+f.Subject] = true
 	}
-	if !applied["mem.swappiness host"] {
-		t.Fatalf("mem.swappiness at 60 did not fail with a runtime fix: applied %v", applied)
+	if !applied["mem.dirty host"] {
+		t.Fatalf("mem.dirty with dirty_ratio 40 did not fail with a runtime fix: applied %v", applied)
 	}
 	after := liveFindings(t)
 	for _, f := range after {

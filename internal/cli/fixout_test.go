@@ -32,7 +32,7 @@ func TestFixOutHostileDirectory(t *testing.T) {
 	owned := filepath.Join(t.TempDir(), "fixes")
 	os.Mkdir(owned, 0o755)
 	os.Chown(owned, 65534, 65534)
-	code, _, stderr := runCLI(t, "fix", "--out", owned, "--from", fixture.Path("mem-swappiness-0"))
+	code, _, stderr := runCLI(t, "fix", "--out", owned, "--from", fixture.Path("mem-swapfile"))
 	if code != ExitError || !strings.Contains(stderr, "owned by uid 65534") {
 		t.Errorf("fix into a directory owned by nobody: exit %d, %s", code, stderr)
 	}
@@ -50,7 +50,7 @@ func TestFixOutHostileDirectory(t *testing.T) {
 	intact()
 
 	// The same directory, now asked to write the sysctl fix into etc/.
-	runCLI(t, "fix", "--out", out, "--from", fixture.Path("mem-swappiness-0"), "--only", "mem.swappiness")
+	runCLI(t, "fix", "--out", out, "--from", fixture.Path("mem-swapfile"), "--only", "mem.swappiness")
 	intact()
 }
 
@@ -69,7 +69,7 @@ func TestFixOutRemovesOnlyUnchanged(t *testing.T) {
 		}
 		return stderr
 	}
-	render("mem-swappiness-0")
+	render("mem-swapfile")
 	if _, err := os.Stat(conf); err != nil {
 		t.Fatalf("the sysctl fix was not written: %v", err)
 	}
@@ -78,7 +78,7 @@ func TestFixOutRemovesOnlyUnchanged(t *testing.T) {
 		t.Errorf("the unchanged file of the earlier run is still there: %v", err)
 	}
 
-	render("mem-swappiness-0")
+	render("mem-swapfile")
 	os.WriteFile(conf, []byte("vm.swappiness = 5 # mine\n"), 0o644)
 	stderr := render("mem-swappiness-1")
 	if b, err := os.ReadFile(conf); err != nil || string(b) != "vm.swappiness = 5 # mine\n" {

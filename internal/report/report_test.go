@@ -88,7 +88,7 @@ func TestPromIsValidTextfile(t *testing.T) {
 }
 
 func TestJSONSchemaFields(t *testing.T) {
-	a := audit(t, "mem-swappiness-0")
+	a := audit(t, "mem-swapfile")
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(render(t, "json", a, report.Options{})), &doc); err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestJSONSchemaFields(t *testing.T) {
 }
 
 func TestTextColourOnlyWhenAsked(t *testing.T) {
-	a := audit(t, "mem-swappiness-0")
+	a := audit(t, "mem-swapfile")
 	plain := render(t, "text", a, report.Options{})
 	if strings.Contains(plain, "\x1b[") {
 		t.Error("escape codes without colour")
