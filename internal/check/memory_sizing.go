@@ -297,7 +297,7 @@ func checkMySQLBufferPool(f *facts.Facts) []Result {
 		text := fmt.Sprintf("%s is %.1f%% of the %s this server may plan with. %s", sizingValue(pool), 100*share, humanBytes(c.b.room), c.roomText())
 		dedicated := len(c.b.others) == 0 && !c.b.limited
 		v := pool.Propose(uint64(bufPoolTarget * float64(c.b.room)))
-		fx := sizingFix(c, fmt.Sprintf("Set %s to %s (60%% of %s in 128M chunks, at least 5M)", pool.Key, v, humanBytes(c.b.room)), pool.Key, v, true)
+		fx := myConfigFix(c.m.in, fmt.Sprintf("Set %s to %s (60%% of %s in 128M chunks, at least 5M)", pool.Key, v, humanBytes(c.b.room)), true, pool.Key, v)
 		fx.Runtime = []string{fmt.Sprintf("SET GLOBAL %s = %d;", pool.Key, pool.Clamp(uint64(bufPoolTarget*float64(c.b.room))))}
 		switch {
 		case share > cacheShareMax:
