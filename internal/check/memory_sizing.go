@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/engine/postgres"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 )
@@ -163,6 +164,19 @@ func sizingFix(c sizingCase, summary, key, value string, restart bool) *fix.Fix 
 	return &fix.Fix{Summary: summary, Config: []fix.ConfigChange{{Instance: in.Name(), Engine: string(in.Engine), Key: key, Value: value, Restart: restart}}}
 }
 
+// pgSizingFix sets a PostgreSQL setting, and says what to remove when the
+// command line, ALTER SYSTEM or a later file would override the snippet.
+func pgSizingFix(c sizingCase, summary, key, value string, restart bool) *fix.Fix {
+	fx := sizingFix(c, summary, key, value, restart)
+	in := c.m.in
+	p := in.Profile()
+	snippet, _ := p.ConfigSnippet(engine.Snippet{Instance: in.Name(), Dir: in.IncludeDir, File: p.MainConfig(in.Instance), Name: fix.ConfigName})
+	if by, ok := postgres.SnippetOverridden(in.Instance, key, snippet); ok {
+		fx.Manual = fmt.Sprintf("%s is also set by %s, which PostgreSQL reads after %s: remove it there, or the snippet has no effect.", key, by, snippet)
+	}
+	return fx
+}
+
 func checkDBBudget(f *facts.Facts) []Result {
 	return eachSizing(f, "", func(c sizingCase) (Result, bool) {
 		subj, m := c.m.in.Name(), c.m
@@ -235,7 +249,7 @@ func checkPGSharedBuffers(f *facts.Facts) []Result {
 		if c.m.in.Mem.UsesHugetlb() {
 			why += " It lives in explicit huge pages: resize the pool with it (mem.hugepages.postgres)."
 		}
-		fx := sizingFix(c, fmt.Sprintf("Set shared_buffers to %s (25%% of %s, at least 128kB)", v, humanBytes(c.b.room)), "shared_buffers", v, true)
+		fx := pgSizingFix(c, fmt.Sprintf("Set shared_buffers to %s (25%% of %s, at least 128kB)", v, humanBytes(c.b.room)), "shared_buffers", v, true)
 		return FailR(subj, text+why, fx, c.ev()...), true
 	})
 }
@@ -256,9 +270,9 @@ func checkPGWorkMem(f *facts.Facts) []Result {
 		}
 		want := left / ops
 		v := wm.Propose(want)
-		fx := sizingFix(c, fmt.Sprintf("Set work_mem to %s (%s / (%d x %d), at least 64kB)", v, humanBytes(left), m.plan.N, max(m.plan.Factor, 1)), "work_mem", v, false)
+		fx := pgSizingFix(c, fmt.Sprintf("Set work_mem to %s (%s / (%d x %d), at least 64kB)", v, humanBytes(left), m.plan.N, max(m.plan.Factor, 1)), "work_mem", v, false)
 		if wm.Clamp(want)*ops > left {
-			fx.Manual = fmt.Sprintf("Even %s per operation does not fit %s connections: lower max_connections (a pooler such as PgBouncer keeps few server connections) or give the server more memory.", v, m.plan.Conns.Value)
+			fx.Manual = strings.TrimSpace(fx.Manual + " " + fmt.Sprintf("Even %s per operation does not fit %s connections: lower max_connections (a pooler such as PgBouncer keeps few server connections) or give the server more memory.", v, m.plan.Conns.Value))
 		}
 		return FailR(subj, text+" Under load, sorts and hashes of busy connections can exhaust memory and the OOM killer ends a backend, which restarts every connection of the server.", fx, c.ev()...), true
 	})
@@ -281,7 +295,7 @@ func checkPGEffectiveCache(f *facts.Facts) []Result {
 			why = " It is more than the server has: the planner counts on cache that is not there and picks index scans that read from disk."
 		}
 		v := ecs.Propose(uint64(ecsTarget * float64(c.b.room)))
-		fx := sizingFix(c, fmt.Sprintf("Set effective_cache_size to %s (75%% of %s)", v, humanBytes(c.b.room)), "effective_cache_size", v, false)
+		fx := pgSizingFix(c, fmt.Sprintf("Set effective_cache_size to %s (75%% of %s)", v, humanBytes(c.b.room)), "effective_cache_size", v, false)
 		return FailR(subj, text+why, fx, c.ev(sizingPartEv(ecs))...), true
 	})
 }

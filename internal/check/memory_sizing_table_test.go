@@ -180,3 +180,19 @@ func proposals(f *facts.Facts) map[string]string {
 	}
 	return out
 }
+
+// TestSizingFixNamesOverride: work_mem given on the command line wins over
+// any file, so the fix says to remove it there.
+func TestSizingFixNamesOverride(t *testing.T) {
+	c, _ := check.Lookup("pg.work_mem")
+	for _, r := range c.Run(cloneFacts(t, "size-pg-workmem")) {
+		if r.Subject != "postgres:33343" {
+			continue
+		}
+		if r.Fix == nil || len(r.Fix.Config) != 1 || r.Fix.Config[0].Value != "15MB" || !strings.Contains(r.Fix.Manual, "command line (-c work_mem=...)") {
+			t.Errorf("fix %+v", r.Fix)
+		}
+		return
+	}
+	t.Error("no result for postgres:33343")
+}
