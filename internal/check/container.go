@@ -93,7 +93,7 @@ func checkContainerLimits(f *facts.Facts) []Result {
 		case in.Engine == engine.Redis && (!known || size == 0):
 			out = append(out, FailR(subj, fmt.Sprintf("Its control group may use %s, but Redis has no maxmemory: it grows until the kernel's OOM killer kills it inside the group, and a BGSAVE fork can double the memory it touches.%s", humanBytes(limit), cpu), fx, ev...))
 		case !known && in.Engine == engine.MongoDB:
-			out = append(out, PassR(subj, fmt.Sprintf("Its control group may use %s; WiredTiger's cache is not set, and MongoDB sizes it from the group's limit (50%% of the limit minus 1 GB).%s", humanBytes(limit), cpu), ev...))
+			out = append(out, PassR(subj, fmt.Sprintf("Its control group may use %s; WiredTiger's cache is not set, and MongoDB sizes it itself, from the group's limit only in versions that read it (mongodb.wt_cache judges the size this version picks).%s", humanBytes(limit), cpu), ev...))
 		case !known:
 			out = append(out, UnknownR(subj, fmt.Sprintf("Its control group may use %s, but %s is not known%s.", humanBytes(limit), key, kernLiveWhy(in)), ev...))
 		case float64(size) > cacheShareMax*float64(limit):

@@ -61,6 +61,9 @@ type Profile interface {
 	// MainCache is the engine's main cache and the size to propose under
 	// a memory limit.
 	MainCache(in *Instance, limit uint64) Cache
+	// Memory is the memory the server is configured to use, setting by
+	// setting, with each setting's limits.
+	Memory(in *Instance) MemoryPlan
 	// THP is what the instance wants of transparent huge pages on arch.
 	THP(in *Instance, arch string) THPAdvice
 	// OpenQueries opens a cumulative query counter over one connection.
@@ -187,6 +190,7 @@ func (Base) ReadAhead(*Instance) ReadAhead                                { retu
 func (Base) PageSize(*Instance) (int64, string)                           { return 0, "" }
 func (Base) MainCache(*Instance, uint64) Cache                            { return Cache{} }
 func (Base) THP(*Instance, string) THPAdvice                              { return THPAdvice{} }
+func (Base) Memory(*Instance) MemoryPlan                                  { return MemoryPlan{} }
 
 // MainConfig is the first configuration file the server reads.
 func (Base) MainConfig(in *Instance) string {

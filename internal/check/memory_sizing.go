@@ -1,0 +1,394 @@
+package check
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/engine/postgres"
+	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/fix"
+)
+
+// Shares of the memory a server may plan with (its budget: RAM less the
+// huge page pool and the other databases, capped by its cgroup limit).
+const (
+	// PostgreSQL's docs start shared_buffers at 25% of memory; above 40% is
+	// unlikely to help, as PostgreSQL also relies on the OS cache. Below 10%
+	// the server caches a fraction of what the host could.
+	sbTarget, sbLow, sbHigh = 0.25, 0.10, 0.40
+	// effective_cache_size: pgtune's 3/4 of memory; below a quarter the
+	// planner underrates the cache.
+	ecsTarget, ecsLow = 0.75, 0.25
+	// InnoDB: a buffer pool under 10% of a dedicated host's memory wastes
+	// it; the proposal is 60%, as container.limits proposes.
+	bufPoolLow, bufPoolTarget = 0.10, 0.60
+)
+
+func init() {
+	Register(Check{
+		ID:        "mem.db_budget",
+		Title:     "The databases' configured memory fits the host",
+		Severity:  Warning,
+		AppliesTo: []string{"host", "postgres", "mysql", "mongodb", "redis"},
+		Doc: `Adds up the memory each database is configured to use and compares it with
+what it may plan with: RAM (MemTotal) less the explicit huge page pool (memory only
+huge page users can have; a cache that lives in huge pages is counted in the pool),
+less the fixed memory of the other databases on the host (a Redis without maxmemory
+at its resident size), capped by the cgroup memory limit of the server. Fixed memory
+is what the server keeps whatever the load: PostgreSQL shared_buffers and
+maintenance_work_mem for each autovacuum worker; InnoDB's buffer pool with the other
+global buffers and an in-memory temporary table; Redis maxmemory; the WiredTiger
+cache (when unset, the size MongoDB picks: 50% of (memory - 1 GB), at least 256 MB).
+The worst case of the connections is added: PostgreSQL work_mem x max_connections x 3
+(pgtune's assumption of three sorts or hashes per connection at once; each may use
+work_mem, a hash hash_mem_multiplier times it), MySQL's per-thread buffers (read,
+read_rnd, sort, join, thread stack, binlog cache) x max_connections, MySQLTuner's
+"maximum possible memory". Fixed memory above the budget is critical: once the
+caches fill, the kernel's (or the cgroup's) OOM killer kills a database. Fixed plus
+connections above it is a warning: an OOM risk when every connection is busy, the
+worst case the tools above report. The fix shrinks the main cache by the excess, or
+says to lower connections when that is not enough.`,
+		Refs: []string{"https://www.postgresql.org/docs/current/runtime-config-resource.html", "https://dev.mysql.com/doc/refman/8.0/en/memory-use.html", "https://docs.kernel.org/admin-guide/mm/hugetlbpage.html", "https://docs.kernel.org/admin-guide/cgroup-v2.html#memory-interface-files"},
+		Run:  checkDBBudget,
+	})
+	Register(Check{
+		ID:        "pg.shared_buffers",
+		Title:     "PostgreSQL shared_buffers is sized for the memory it has",
+		Severity:  Info,
+		AppliesTo: []string{"postgres"},
+		Doc: `PostgreSQL's documentation starts shared_buffers at 25% of memory on a dedicated
+server with 1 GB or more, and expects more than 40% rarely to help because PostgreSQL
+also reads through the operating system's cache. The compiled-in default is 128MB
+whatever the host: on a 23.5 GiB host that is 0.5%. dbhost judges shared_buffers
+against the memory this server may plan with (RAM less the huge page pool and the
+other databases' fixed memory, capped by its cgroup limit; see mem.db_budget) and
+flags it below 10% or above 40%, proposing 25% of that budget, never below the
+server's minimum of 128kB, in whole MB or kB as postgresql.conf accepts. When
+shared_buffers lives in huge pages the pool must grow with it (mem.hugepages.postgres).
+A restart applies it.`,
+		Refs: []string{"https://www.postgresql.org/docs/current/runtime-config-resource.html#GUC-SHARED-BUFFERS"},
+		Run:  checkPGSharedBuffers,
+	})
+	Register(Check{
+		ID:        "pg.work_mem",
+		Title:     "PostgreSQL work_mem times connections fits the memory left",
+		Severity:  Warning,
+		AppliesTo: []string{"postgres"},
+		Doc: `work_mem is allowed to each sort or hash operation of each query, and hash
+operations get hash_mem_multiplier times it; a query can run several at once, and so
+can every connection. dbhost takes pgtune's rule of three per connection:
+work_mem x max_connections x 3 must fit the memory left to this server after
+shared_buffers and autovacuum's maintenance_work_mem (see mem.db_budget for the
+budget). Above it is an OOM risk under load; the proposal is what is left divided by
+max_connections x 3, never below PostgreSQL's minimum of 64kB (a value under it stops
+the server from starting; timescaledb-tune once rendered 41kB). When even 64kB does
+not fit, the fix says to lower max_connections (a connection pooler such as PgBouncer
+keeps few server connections). A reload applies it.`,
+		Refs: []string{"https://www.postgresql.org/docs/current/runtime-config-resource.html#GUC-WORK-MEM", "https://www.postgresql.org/docs/current/runtime-config-resource.html#GUC-HASH-MEM-MULTIPLIER"},
+		Run:  checkPGWorkMem,
+	})
+	Register(Check{
+		ID:        "pg.effective_cache_size",
+		Title:     "PostgreSQL effective_cache_size matches the memory it has",
+		Severity:  Info,
+		AppliesTo: []string{"postgres"},
+		Doc: `effective_cache_size allocates nothing: it tells the planner how much of the data
+the cache (shared_buffers and the OS cache) holds, and so how cheap index scans are.
+The default is 4GB whatever the host. Larger than the memory this server has, the
+planner counts on cache that is not there and picks index scans that read from disk;
+below a quarter of it, it underrates the cache and avoids index scans. dbhost flags
+either and proposes 75% of the server's budget (pgtune's rule; see mem.db_budget).
+A reload applies it.`,
+		Refs: []string{"https://www.postgresql.org/docs/current/runtime-config-query.html#GUC-EFFECTIVE-CACHE-SIZE"},
+		Run:  checkPGEffectiveCache,
+	})
+	Register(Check{
+		ID:        "mysql.buffer_pool",
+		Title:     "InnoDB's buffer pool is sized for the memory it has",
+		Severity:  Warning,
+		AppliesTo: []string{"mysql"},
+		Doc: `The InnoDB buffer pool is the server's main cache. MySQL's documentation gives it
+up to 80% of a dedicated server's memory (innodb_dedicated_server takes 75% above
+4 GB); the rest is for connections, other buffers and the OS. dbhost judges it
+against the memory this server may plan with (RAM less the huge page pool and the
+other databases' fixed memory, capped by its cgroup limit; see mem.db_budget): above
+75% is a warning (with the per-connection buffers, an OOM risk); below 10% on a host
+where it is the only database, advice (the compiled-in default of 128M wastes a big
+host; bigger is not always faster, so measure). The proposal is 60% of the budget in
+whole 128M chunks (innodb_buffer_pool_chunk_size), never below MySQL's minimum of 5M.`,
+		Refs: []string{"https://dev.mysql.com/doc/refman/8.0/en/innodb-buffer-pool-resize.html", "https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html#sysvar_innodb_buffer_pool_size", "https://mariadb.com/kb/en/innodb-buffer-pool/"},
+		Run:  checkMySQLBufferPool,
+	})
+	Register(Check{
+		ID:        "redis.maxmemory",
+		Title:     "Redis has a memory bound that fits its share",
+		Severity:  Warning,
+		AppliesTo: []string{"redis"},
+		Doc: `maxmemory bounds Redis's dataset; 0, the default on 64-bit systems, is no bound:
+Redis grows until the kernel's OOM killer picks a process, and on a host shared with
+other databases that may be one of them. When the bound is reached, maxmemory-policy
+decides: noeviction refuses writes with an error, allkeys-* evicts any key (a cache),
+volatile-* only keys with a TTL. dbhost fails a Redis without maxmemory on a host with
+other databases or in a cgroup with a memory limit (container.limits judges the limit
+itself), and a maxmemory larger than the memory it may plan with (RAM less the huge
+page pool and the other databases, capped by the cgroup; see mem.db_budget). The
+proposal is half of that budget: a BGSAVE or AOF rewrite forks, and copy-on-write
+can double the memory the dataset touches. CONFIG SET maxmemory applies it at once;
+the file keeps it.`,
+		Refs: []string{"https://redis.io/docs/latest/develop/reference/eviction/", "https://redis.io/docs/latest/operate/oss_and_stack/management/admin/"},
+		Run:  checkRedisMaxmemory,
+	})
+	Register(Check{
+		ID:        "mongodb.wt_cache",
+		Title:     "The WiredTiger cache fits the memory MongoDB has",
+		Severity:  Warning,
+		AppliesTo: []string{"mongodb"},
+		Doc: `WiredTiger's cache defaults to 50% of (memory - 1 GB), at least 256 MB. The memory
+it starts from is the host's RAM for servers that do not read their cgroup's limit:
+MongoDB before 4.0 under cgroup v1, and (dbhost assumes) before 7.0 under cgroup v2,
+and whenever the version is unknown. A mongod in a container with a limit below the
+host's RAM then sizes its cache for the host and is OOM-killed. dbhost computes the
+cache (set, or the default the version picks) and flags it above 75% of the memory
+the server may plan with (RAM less the huge page pool and the other databases' fixed
+memory, capped by its cgroup limit; see mem.db_budget), proposing WiredTiger's own
+rule applied to that budget, never below 0.25 GB. A restart applies it.`,
+		Refs: []string{"https://www.mongodb.com/docs/manual/reference/configuration-options/#mongodb-setting-storage.wiredTiger.engineConfig.cacheSizeGB", "https://www.mongodb.com/docs/manual/core/wiredtiger/#memory-use"},
+		Run:  checkMongoWTCache,
+	})
+}
+
+// sizingFix sets one setting of the case's instance.
+func sizingFix(c sizingCase, summary, key, value string, restart bool) *fix.Fix {
+	in := c.m.in
+	return &fix.Fix{Summary: summary, Config: []fix.ConfigChange{{Instance: in.Name(), Engine: string(in.Engine), Key: key, Value: value, Restart: restart}}}
+}
+
+// pgSizingFix sets a PostgreSQL setting, and says what to remove when the
+// command line, ALTER SYSTEM or a later file would override the snippet.
+func pgSizingFix(c sizingCase, summary, key, value string, restart bool) *fix.Fix {
+	fx := sizingFix(c, summary, key, value, restart)
+	in := c.m.in
+	p := in.Profile()
+	snippet, _ := p.ConfigSnippet(engine.Snippet{Instance: in.Name(), Dir: in.IncludeDir, File: p.MainConfig(in.Instance), Name: fix.ConfigName})
+	if by, ok := postgres.SnippetOverridden(in.Instance, key, snippet); ok {
+		fx.Manual = fmt.Sprintf("%s is also set by %s, which PostgreSQL reads after %s: remove it there, or the snippet has no effect.", key, by, snippet)
+	}
+	return fx
+}
+
+func checkDBBudget(f *facts.Facts) []Result {
+	return eachSizing(f, "", func(c sizingCase) (Result, bool) {
+		subj, m := c.m.in.Name(), c.m
+		cache, _ := m.plan.MainCache()
+		switch {
+		case m.unbounded:
+			return UnknownR(subj, fmt.Sprintf("%s has %s: nothing bounds its memory, so its need cannot be added up (redis.maxmemory judges it).", memInstDesc(m.in), sizingValue(cache)), c.ev()...), true
+		case !cache.Known && !cache.Auto:
+			return UnknownR(subj, memInstDesc(m.in)+": "+sizingUnknown(cache, m.in), c.ev()...), true
+		}
+		total := m.fixed + m.conns
+		text := fmt.Sprintf("%s plans %s: %s. %s", memInstDesc(m.in), humanBytes(total), strings.Join(m.terms, "; "), c.roomText())
+		if len(m.unknown) > 0 {
+			text += " Not counted (unknown): " + strings.Join(m.unknown, ", ") + "."
+		}
+		if total <= c.b.room {
+			return PassR(subj, text, c.ev()...), true
+		}
+		r := FailR(subj, text+fmt.Sprintf(" At the worst case it needs %s more than that: when every connection is busy, the kernel's OOM killer kills a database.", humanBytes(total-c.b.room)), budgetFix(c, cache, total-c.b.room), c.ev()...)
+		if m.fixed > c.b.room {
+			r.Severity = Critical
+			r.Reason = text + fmt.Sprintf(" Its fixed memory alone is %s more than that: once its caches fill, the kernel's OOM killer kills a database.", humanBytes(m.fixed-c.b.room))
+		}
+		return r, true
+	})
+}
+
+// budgetFix shrinks the main cache by the excess, or asks for fewer
+// connections when the cache cannot give that much.
+func budgetFix(c sizingCase, cache engine.MemPart, excess uint64) *fix.Fix {
+	lower := "Or lower " + c.m.plan.Conns.Name + " and the per-connection buffers (a connection pooler keeps few server connections), or give the server more memory."
+	if c.m.plan.Conns.Name == "" {
+		lower = "Or give the server more memory."
+	}
+	size := cache.Bytes
+	if cache.Auto && cache.AutoSize != nil {
+		size, _ = cache.AutoSize(c.b.ram, 0, 0)
+		size = min(size, c.m.fixed)
+	}
+	if size <= excess || size-excess < cache.Min || cache.Format == nil {
+		return &fix.Fix{Summary: "Lower " + c.m.in.Name() + "'s memory", Manual: "Its main cache cannot give up " + humanBytes(excess) + ". " + lower}
+	}
+	v := cache.Propose(size - excess)
+	fx := sizingFix(c, fmt.Sprintf("Set %s to %s (%s less %s)", cache.Key, v, humanBytes(size), humanBytes(excess)), cache.Key, v, true)
+	fx.Manual = lower
+	return fx
+}
+
+// pct is a as a share of b.
+func pct(a, b uint64) float64 { return memPct(a, b) / 100 }
+
+func checkPGSharedBuffers(f *facts.Facts) []Result {
+	return eachSizing(f, engine.Postgres, func(c sizingCase) (Result, bool) {
+		sb, _ := c.m.plan.MainCache()
+		subj := c.m.in.Name()
+		if !sb.Known {
+			return UnknownR(subj, sizingUnknown(sb, c.m.in), c.ev()...), true
+		}
+		share := pct(sb.Bytes, c.b.room)
+		text := fmt.Sprintf("%s is %.1f%% of the %s this server may plan with. %s", sizingValue(sb), 100*share, humanBytes(c.b.room), c.roomText())
+		if share >= sbLow && share <= sbHigh {
+			return PassR(subj, text, c.ev()...), true
+		}
+		want := uint64(sbTarget * float64(c.b.room))
+		v := sb.Propose(want)
+		why := " That is under 10%: the server caches a fraction of what the host could hold, and reads the rest through the OS cache (copied once more per read)."
+		if share > sbHigh {
+			why = " That is over 40%: PostgreSQL also relies on the OS cache, and the memory left for connections, sorts and the OS shrinks."
+		}
+		if c.m.in.Mem.UsesHugetlb() {
+			why += " It lives in explicit huge pages: resize the pool with it (mem.hugepages.postgres)."
+		}
+		fx := pgSizingFix(c, fmt.Sprintf("Set shared_buffers to %s (25%% of %s, at least 128kB)", v, humanBytes(c.b.room)), "shared_buffers", v, true)
+		return FailR(subj, text+why, fx, c.ev()...), true
+	})
+}
+
+func checkPGWorkMem(f *facts.Facts) []Result {
+	return eachSizing(f, engine.Postgres, func(c sizingCase) (Result, bool) {
+		subj, m := c.m.in.Name(), c.m
+		wm, _ := m.plan.Part("work_mem")
+		if !wm.Known || m.plan.N == 0 {
+			return UnknownR(subj, sizingUnknown(wm, m.in), c.ev()...), true
+		}
+		left := c.b.room - min(m.fixed, c.b.room)
+		ops := m.plan.N * max(m.plan.Factor, 1)
+		text := fmt.Sprintf("%s x %s %d x %d = %s at worst (%s), against %s left after the server's fixed memory (%s) of the %s it may plan with. %s",
+			sizingValue(wm), m.plan.Conns.Name, m.plan.N, max(m.plan.Factor, 1), humanBytes(m.conns), m.plan.FactorWhy, humanBytes(left), humanBytes(m.fixed), humanBytes(c.b.room), c.roomText())
+		if m.conns <= left {
+			return PassR(subj, text, c.ev()...), true
+		}
+		want := left / ops
+		v := wm.Propose(want)
+		fx := pgSizingFix(c, fmt.Sprintf("Set work_mem to %s (%s / (%d x %d), at least 64kB)", v, humanBytes(left), m.plan.N, max(m.plan.Factor, 1)), "work_mem", v, false)
+		if wm.Clamp(want)*ops > left {
+			fx.Manual = strings.TrimSpace(fx.Manual + " " + fmt.Sprintf("Even %s per operation does not fit %s connections: lower max_connections (a pooler such as PgBouncer keeps few server connections) or give the server more memory.", v, m.plan.Conns.Value))
+		}
+		return FailR(subj, text+" Under load, sorts and hashes of busy connections can exhaust memory and the OOM killer ends a backend, which restarts every connection of the server.", fx, c.ev()...), true
+	})
+}
+
+func checkPGEffectiveCache(f *facts.Facts) []Result {
+	return eachSizing(f, engine.Postgres, func(c sizingCase) (Result, bool) {
+		subj := c.m.in.Name()
+		ecs, _ := c.m.plan.Part("effective_cache_size")
+		if !ecs.Known {
+			return UnknownR(subj, sizingUnknown(ecs, c.m.in), c.ev(sizingPartEv(ecs))...), true
+		}
+		share := pct(ecs.Bytes, c.b.room)
+		text := fmt.Sprintf("%s is %.0f%% of the %s this server may plan with. %s", sizingValue(ecs), 100*share, humanBytes(c.b.room), c.roomText())
+		if share >= ecsLow && share <= 1 {
+			return PassR(subj, text, c.ev(sizingPartEv(ecs))...), true
+		}
+		why := " It is under a quarter of it: the planner underrates the cache and avoids index scans that would be served from memory."
+		if share > 1 {
+			why = " It is more than the server has: the planner counts on cache that is not there and picks index scans that read from disk."
+		}
+		v := ecs.Propose(uint64(ecsTarget * float64(c.b.room)))
+		fx := pgSizingFix(c, fmt.Sprintf("Set effective_cache_size to %s (75%% of %s)", v, humanBytes(c.b.room)), "effective_cache_size", v, false)
+		return FailR(subj, text+why, fx, c.ev(sizingPartEv(ecs))...), true
+	})
+}
+
+func checkMySQLBufferPool(f *facts.Facts) []Result {
+	return eachSizing(f, engine.MySQL, func(c sizingCase) (Result, bool) {
+		subj := c.m.in.Name()
+		pool, _ := c.m.plan.MainCache()
+		if !pool.Known {
+			return UnknownR(subj, sizingUnknown(pool, c.m.in), c.ev()...), true
+		}
+		share := pct(pool.Bytes, c.b.room)
+		text := fmt.Sprintf("%s is %.1f%% of the %s this server may plan with. %s", sizingValue(pool), 100*share, humanBytes(c.b.room), c.roomText())
+		dedicated := len(c.b.others) == 0 && !c.b.limited
+		v := pool.Propose(uint64(bufPoolTarget * float64(c.b.room)))
+		fx := myConfigFix(c.m.in, fmt.Sprintf("Set %s to %s (60%% of %s in 128M chunks, at least 5M)", pool.Key, v, humanBytes(c.b.room)), true, pool.Key, v)
+		fx.Runtime = []string{fmt.Sprintf("SET GLOBAL %s = %d;", pool.Key, pool.Clamp(uint64(bufPoolTarget*float64(c.b.room))))}
+		switch {
+		case share > cacheShareMax:
+			return FailR(subj, text+" That is over 75%: with the per-connection buffers and the OS, the host runs out of memory when connections get busy (mem.db_budget adds it up).", fx, c.ev()...), true
+		case dedicated && share < bufPoolLow:
+			r := FailR(subj, text+" That is under 10% on a host where it is the only database: InnoDB reads from disk what memory could hold. Bigger is not always faster; measure the change (dbhost experiment).", fx, c.ev()...)
+			r.Severity = Info
+			return r, true
+		}
+		if !dedicated {
+			text += " With other databases on the host or a cgroup limit, a small pool may be deliberate: only above 75% is it judged."
+		}
+		return PassR(subj, text, c.ev()...), true
+	})
+}
+
+// redisPolicy explains what maxmemory-policy does when the bound is hit.
+func redisPolicy(in *facts.Instance) (string, Evidence) {
+	v, ev := memSettingEv(in, "maxmemory-policy", "noeviction")
+	switch {
+	case v == "noeviction":
+		return "At the bound, noeviction refuses writes with an OOM error (right for data that must not vanish).", ev
+	case strings.HasPrefix(v, "allkeys-"):
+		return "At the bound, " + v + " evicts any key (right for a cache).", ev
+	case strings.HasPrefix(v, "volatile-"):
+		return "At the bound, " + v + " evicts only keys with a TTL and refuses writes when none is left.", ev
+	}
+	return "maxmemory-policy is " + v + ".", ev
+}
+
+func checkRedisMaxmemory(f *facts.Facts) []Result {
+	return eachSizing(f, engine.Redis, func(c sizingCase) (Result, bool) {
+		subj := c.m.in.Name()
+		mm, _ := c.m.plan.MainCache()
+		policy, pev := redisPolicy(c.m.in)
+		ev := c.ev(pev)
+		if !mm.Known {
+			return UnknownR(subj, sizingUnknown(mm, c.m.in), ev...), true
+		}
+		v := mm.Propose(c.b.room / 2)
+		fx := sizingFix(c, fmt.Sprintf("Set maxmemory to %s (half of %s: a persistence fork can double what the dataset touches)", v, humanBytes(c.b.room)), "maxmemory", v, false)
+		fx.Runtime = []string{"redis-cli CONFIG SET maxmemory " + v}
+		shared := len(c.b.others) > 0 || c.b.limited
+		switch {
+		case mm.Unbounded && shared:
+			return FailR(subj, fmt.Sprintf("maxmemory is %s: Redis grows until the kernel's OOM killer picks a process, and on this host that may be another database. %s", mm.Value, c.roomText()), fx, ev...), true
+		case mm.Unbounded:
+			return PassR(subj, fmt.Sprintf("maxmemory is %s (no bound), and Redis is the only database on the host without a cgroup limit: only Redis itself is at stake. %s", mm.Value, c.roomText()), ev...), true
+		case mm.Bytes > c.b.room:
+			return FailR(subj, fmt.Sprintf("%s is more than the %s it may plan with: the bound comes after the OOM killer. %s %s", sizingValue(mm), humanBytes(c.b.room), c.roomText(), policy), fx, ev...), true
+		}
+		return PassR(subj, fmt.Sprintf("%s fits the %s it may plan with. %s %s", sizingValue(mm), humanBytes(c.b.room), c.roomText(), policy), ev...), true
+	})
+}
+
+func checkMongoWTCache(f *facts.Facts) []Result {
+	return eachSizing(f, engine.MongoDB, func(c sizingCase) (Result, bool) {
+		subj := c.m.in.Name()
+		wt, _ := c.m.plan.MainCache()
+		size, how := wt.Bytes, "set"
+		if wt.Auto && wt.AutoSize != nil {
+			limit, _ := c.m.in.Cgroup.MemoryLimit()
+			size, how = wt.AutoSize(c.b.ram, limit, c.m.in.Cgroup.Version)
+			how = "not set, so the server takes " + how
+		} else if !wt.Known {
+			return UnknownR(subj, sizingUnknown(wt, c.m.in), c.ev()...), true
+		}
+		text := fmt.Sprintf("The WiredTiger cache is %s (%s), %.0f%% of the %s this server may plan with. %s", humanBytes(size), how, memPct(size, c.b.room), humanBytes(c.b.room), c.roomText())
+		if float64(size) <= cacheShareMax*float64(c.b.room) {
+			return PassR(subj, text, c.ev()...), true
+		}
+		want := uint64(0)
+		if wt.AutoSize != nil {
+			want, _ = wt.AutoSize(c.b.room, 0, 0)
+		}
+		v := wt.Propose(want)
+		fx := sizingFix(c, fmt.Sprintf("Set %s to %s (50%% of (%s - 1 GB), at least 0.25)", wt.Key, v, humanBytes(c.b.room)), wt.Key, v, true)
+		return FailR(subj, text+" That is over 75%: MongoDB also needs memory for connections and aggregation beyond the cache, and the server is OOM-killed when the cache fills.", fx, c.ev()...), true
+	})
+}
