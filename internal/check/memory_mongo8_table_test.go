@@ -5,20 +5,15 @@ import (
 	"github.com/dbhost/dbhost/internal/facts"
 )
 
-// only keeps the named instance: the recorded hosts also hold the VM's
-// shared PostgreSQL, MariaDB and Redis, whose THP and overcommit wishes
-// conflict with MongoDB 8's.
-func only(subject string) func(*facts.Facts) {
-	return func(f *facts.Facts) { f.Instances = []*facts.Instance{instance(f, subject)} }
-}
-
 // arch sets the architecture the host was recorded on (Go's or uname's name).
 func arch(a string) func(*facts.Facts) { return func(f *facts.Facts) { f.Manifest.Arch = a } }
 
 // MongoDB 8's THP wish depends on the architecture, and its documented setup
 // comes with companion settings (issue 10 item 9). mem-mongo8-thp is a
 // MongoDB 8.0.4 with enabled always, defrag defer+madvise, max_ptes_none 0
-// and vm.overcommit_memory 0.
+// and vm.overcommit_memory 0; the recording also holds the VM's shared
+// PostgreSQL, MariaDB and Redis, whose THP and overcommit wishes conflict
+// with MongoDB 8's, so most cases keep MongoDB alone (only).
 func init() {
 	const h, b, m = check.SubjectHost, "mem-mongo8-thp", "mongodb:38667"
 	thpAlways := func(f *facts.Facts) {
