@@ -3,6 +3,7 @@ package fix
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/engine"
@@ -200,6 +201,10 @@ func renderLimits(items []Item) File {
 		for _, l := range it.Fix.Limits {
 			k := l.Domain + " " + l.Type + " " + l.Item
 			if e, ok := idx[k]; ok {
+				// Servers of one user share its limit: the largest need wins.
+				if larger(l.Value, e.l.Value) {
+					e.l.Value = l.Value
+				}
 				e.tags = appendUnique(e.tags, it.tag())
 				continue
 			}
@@ -218,6 +223,20 @@ func renderLimits(items []Item) File {
 		fmt.Fprintf(&b, "\n# %s\n%-12s %-5s %-8s %s\n", strings.Join(e.tags, ", "), e.l.Domain, e.l.Type, e.l.Item, e.l.Value)
 	}
 	return File{Path: "/etc/security/limits.d/" + Name + ".conf", Content: b.String(), Mode: 0o644}
+}
+
+// larger reports whether limit value a exceeds b ("unlimited" exceeds
+// every number; what is not a number never wins).
+func larger(a, b string) bool {
+	if b == "unlimited" || b == "infinity" {
+		return false
+	}
+	if a == "unlimited" || a == "infinity" {
+		return true
+	}
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x > y
 }
 
 func renderDropins(items []Item) []File {

@@ -98,6 +98,12 @@ func Steps(f *Fix, ctx Context) string {
 		}
 		out = append(out, s+".")
 	}
+	for _, inst := range noConfig(f, ctx) {
+		if f.Manual != "" {
+			break // the check already says where the setting goes
+		}
+		out = append(out, inst+" reads no configuration file, so dbhost writes no snippet for it: set these options where the server is started (its command line), or start it with a configuration file.")
+	}
 	if r := f.Restart; r != nil {
 		how := "restart it the way it is started"
 		if r.Unit != "" && ctx.Systemd {
@@ -112,6 +118,18 @@ func Steps(f *Fix, ctx Context) string {
 		out = append(out, fmt.Sprintf("%s: %s. A restart interrupts every connection: plan it for a maintenance window, then %s.", head, r.Why, how))
 	}
 	return strings.Join(out, " ")
+}
+
+// noConfig lists the instances the fix configures that read no
+// configuration file (renderConfig writes them nothing).
+func noConfig(f *Fix, ctx Context) []string {
+	seen := map[string]bool{}
+	for _, c := range f.Config {
+		if info, ok := ctx.Instances[c.Instance]; ok && info.NoConfig {
+			seen[c.Instance] = true
+		}
+	}
+	return sortedKeys(seen)
 }
 
 func hasSystemctl(cmds []string) bool {

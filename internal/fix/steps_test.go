@@ -120,8 +120,24 @@ func TestRenderConfigNotRead(t *testing.T) {
 	if files := renderConfig(none, []Item{it}); len(files) != 0 {
 		t.Errorf("a snippet for a server that reads no file: %+v", files)
 	}
+	if s := Steps(it.Fix, none); !strings.Contains(s, "mysql:3306 reads no configuration file, so dbhost writes no snippet") {
+		t.Errorf("steps %q", s)
+	}
 	some := Context{Instances: map[string]InstanceInfo{"mysql:3306": {Engine: "mysql", ConfFile: "/etc/mysql/my.cnf"}}}
 	if files := renderConfig(some, []Item{it}); len(files) != 1 || files[0].Path != "/etc/mysql/zz-dbhost.cnf" {
 		t.Errorf("files %+v", files)
+	}
+}
+
+// TestRenderLimitsLargestNeed: two servers of one user share its limits.d
+// line; the larger need wins whichever finding comes first.
+func TestRenderLimitsLargestNeed(t *testing.T) {
+	small := &Fix{Limits: []LimitLine{{Domain: "postgres", Type: "soft", Item: "nofile", Value: "1024"}}}
+	big := &Fix{Limits: []LimitLine{{Domain: "postgres", Type: "soft", Item: "nofile", Value: "4096"}}}
+	for _, order := range [][]*Fix{{small, big}, {big, small}} {
+		f := renderLimits([]Item{{ID: "limits.nofile", Subject: "a", Fix: order[0]}, {ID: "limits.nofile", Subject: "b", Fix: order[1]}})
+		if !strings.Contains(f.Content, "nofile   4096\n") || strings.Contains(f.Content, "1024") {
+			t.Errorf("%s", f.Content)
+		}
 	}
 }
