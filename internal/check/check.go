@@ -248,10 +248,7 @@ func RenderFixes(fds []Finding, fc fix.Context) {
 		}
 		// A copy: the check's fix may be shared, and judging stays
 		// repeatable on the same facts.
-		fx := *fd.Fix
-		fx.Runtime = fix.RuntimeCommands(&fx)
-		fx.Files = fix.Render(fc, []fix.Item{{ID: fd.ID, Subject: fd.Subject, Fix: &fx}})
-		fd.Fix = &fx
+		fd.Fix = fix.Complete(fd.Fix, fc, fd.ID, fd.Subject)
 	}
 }
 

@@ -23,21 +23,26 @@ func init() {
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Reads the running server's "Max open files" from /proc/PID/limits, soft and
-hard, not the shell's ulimit. Target: 64000 for both (the distribution default of 1024
-is far too low). Every table file, index, socket and client connection is a
-descriptor. MySQL raises its own soft limit at start-up towards open_files_limit, but
-never above the hard limit: it needs max(10 + max_connections + 2 x table_open_cache,
-5 x max_connections) and silently lowers max_connections and table_open_cache when
-the hard limit is below that. Redis needs maxclients + 32 and lowers maxclients
-otherwise. MongoDB warns at start-up below 64000. PostgreSQL caps each backend at
-max_files_per_process and closes and reopens files beyond what the limit allows.
-The fix raises the limit for the service user in limits.d (logins and services
-started outside systemd) and with LimitNOFILE= in a drop-in for the systemd unit
-(limits.d does not apply to services).`,
+hard, not the shell's ulimit, and compares both with what the server's own
+configuration needs (defaults are named as defaults). PostgreSQL: each process keeps
+at most max_files_per_process open (default 1000, counting those already open and 10
+reserved for system() and dlopen); the postmaster probes the limit once at start
+(set_max_safe_fds) and, below it, keeps fewer files open and reopens them more often.
+MySQL asks for max(10 + max_connections + 2 x table_open_cache, 5 x max_connections,
+open_files_limit as configured) (MariaDB also counts extra_max_connections), raises its
+soft limit to that up to the hard limit, and otherwise lowers table_open_cache and
+max_connections with a warning. Redis needs maxclients + 32 and lowers maxclients
+otherwise. MongoDB's recommended ulimit settings ask for 64000 and mongod warns below.
+The fix raises the limit for the service user in limits.d (logins and services started
+outside systemd) and with LimitNOFILE= in a drop-in for the systemd unit (limits.d does
+not apply to services); it raises a running MySQL or Redis with prlimit, and says when
+only a restart lets the server use the new limit (PostgreSQL, MongoDB).`,
 		Refs: []string{
 			"https://www.mongodb.com/docs/manual/reference/ulimit/",
 			"https://dev.mysql.com/doc/refman/8.0/en/server-system-variables.html#sysvar_open_files_limit",
 			"https://www.postgresql.org/docs/current/runtime-config-resource.html#GUC-MAX-FILES-PER-PROCESS",
+			"https://mariadb.com/kb/en/server-system-variables/#open_files_limit",
+			"https://redis.io/docs/latest/develop/reference/clients/#maximum-concurrent-connected-clients",
 		},
 		Run: checkNofile,
 	})
@@ -48,10 +53,14 @@ started outside systemd) and with LimitNOFILE= in a drop-in for the systemd unit
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Reads "Max processes" from /proc/PID/limits of the running server. The limit
 counts every process and thread of the user, so it caps PostgreSQL backends (one
-process per connection) and MySQL/MongoDB connection threads. Target: 64000 soft and
-hard. "unlimited" is a risk of its own: a runaway server or fork loop can then
-exhaust the kernel's task table and take sshd and everything else down with it.
-The fix sets 64000 in limits.d and LimitNPROC= in a drop-in for the systemd unit.`,
+process per connection plus autovacuum workers, background workers, WAL senders and
+about 10 auxiliary processes) and MySQL/MongoDB connection threads. Target: the tasks
+the server runs at its configured connection limit, at most the usual 64000 (MongoDB's
+recommended setting; also used where dbhost cannot count the tasks). "unlimited" is a
+risk of its own: a runaway server or fork loop can then exhaust the kernel's task
+table and take sshd and everything else down with it. The fix sets twice the need
+(the rest of the user's tasks count too) in limits.d, LimitNPROC= in a drop-in for the
+systemd unit, and prlimit for the running process (the kernel checks it at each fork).`,
 		Refs: []string{"https://www.mongodb.com/docs/manual/reference/ulimit/", "https://man7.org/linux/man-pages/man2/getrlimit.2.html"},
 		Run:  checkNproc,
 	})
@@ -66,7 +75,8 @@ systemctl or D-Bus needed), and takes LimitNOFILE= and LimitNPROC= from them, el
 DefaultLimitNOFILE= of system.conf, else systemd's default (nofile 1024 soft, 524288
 hard). Services do not go through PAM, so limits.conf and limits.d never apply to
 them: a host where limits.d gives the database user 64000 still starts the service
-with 1024. Target: 64000. The fix is a drop-in for the unit.`,
+with 1024. Target: what the server's configuration needs, as limits.nofile and
+limits.nproc compute it. The fix is a drop-in for the unit.`,
 		Refs:    []string{"https://www.freedesktop.org/software/systemd/man/latest/systemd.exec.html#Process%20Properties"},
 		Sysctls: []string{"kernel.threads-max"},
 		Run:     checkUnitLimits,
@@ -76,12 +86,14 @@ with 1024. Target: 64000. The fix is a drop-in for the unit.`,
 		Title:     "fs.file-max exceeds what the databases may open",
 		Severity:  Warning,
 		AppliesTo: []string{"host"},
-		Doc: `Compares fs.file-max, the kernel-wide ceiling of open files, with the sum of
-the databases' open-file limits (soft limits of their main processes), and shows how
-many handles are in use (fs.file-nr). When the system runs out, every process gets
-ENFILE ("Too many open files in system"), not only the database. Each PostgreSQL
-backend has its own limit, so its real potential is larger than the postmaster's
-alone.`,
+		Doc: `Compares fs.file-max, the kernel-wide ceiling of open files, with what the
+databases may open together at their connection limits, and shows how many handles
+are in use (fs.file-nr). RLIMIT_NOFILE is per process: PostgreSQL's host-wide need is
+max_files_per_process (or the soft limit, if lower) times its processes
+(max_connections + autovacuum_max_workers + max_worker_processes + max_wal_senders +
+about 10); other servers are one process each and count their need (or their soft
+limit, if lower). When the system runs out, every process gets ENFILE ("Too many open
+files in system"), not only the database.`,
 		Refs:    []string{"https://docs.kernel.org/admin-guide/sysctl/fs.html#file-max-file-nr"},
 		Sysctls: []string{"fs.file-max", "fs.file-nr"},
 		Run:     checkFileMax,
@@ -123,10 +135,15 @@ limit, fork() and pthread_create() fail and new connections are refused with
 
 // ---- limits.nofile ----
 
-// nofileNeed is what the engine itself needs as descriptors, with why.
-func nofileNeed(in *facts.Instance) (uint64, string, string, []Evidence) {
+// nofileNeed is what the engine itself needs as open files per process,
+// with why; an engine without a rule gets the usual target.
+func nofileNeed(in *facts.Instance) engine.Need {
 	n := in.Profile().Descriptors(in.Instance)
-	return n.N, n.Why, n.Short, needEv(n)
+	if n.N == 0 {
+		n.N = limitTarget
+		n.Why = fmt.Sprintf("dbhost has no rule for what %s needs, so it asks for the usual target of %d", in.Flavor, limitTarget)
+	}
+	return n
 }
 
 func checkNofile(f *facts.Facts) []Result {
@@ -138,41 +155,58 @@ func checkNofile(f *facts.Facts) []Result {
 			out = append(out, UnknownR(subj, "cannot read the open-files limit of "+limPidDesc(in)+": "+hostOr(in.LimitsErr, "no \"Max open files\" line in /proc/PID/limits")))
 			continue
 		}
-		ev := []Evidence{limitEv(in, "nofile", r)}
-		need, why, short, nev := nofileNeed(in)
-		ev = append(ev, nev...)
-		want := uint64(limitTarget)
-		var problems []string
-		if r.Soft < limitTarget {
-			problems = append(problems, fmt.Sprintf("soft limit %s is below %d", host.FormatLimit(r.Soft), limitTarget))
-		}
-		if r.Hard < limitTarget {
-			problems = append(problems, fmt.Sprintf("hard limit %s is below %d", host.FormatLimit(r.Hard), limitTarget))
-		}
-		if need > 0 && r.Soft < need {
-			problems = append(problems, fmt.Sprintf("%s, but the soft limit is %s", why, host.FormatLimit(r.Soft)))
-			want = max(want, limRoundUp(need, 1024))
-		}
+		need := nofileNeed(in)
+		ev := append([]Evidence{limitEv(in, "nofile", r)}, needEv(need)...)
+		problems := limBelow(r, need.N)
 		if len(problems) == 0 {
-			reason := fmt.Sprintf("%s may open %s files (hard %s), at least %d.", limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), limitTarget)
-			if why != "" {
-				reason += " " + why + "."
-			}
-			out = append(out, PassR(subj, reason, ev...))
+			out = append(out, PassR(subj, fmt.Sprintf("%s may open %s files (hard %s): %s.", limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), need.Why), ev...))
 			continue
 		}
-		reason := fmt.Sprintf("%s: %s. Each table file, index, socket and client connection is a descriptor; at the limit the server fails with EMFILE (\"Too many open files\").", limPidDesc(in), strings.Join(problems, "; "))
-		if short != "" {
-			reason += " " + short
-		} else if why != "" && need == 0 {
-			reason += " " + why + "."
+		reason := fmt.Sprintf("%s: %s; %s. ", limPidDesc(in), strings.Join(problems, ", "), need.Why)
+		if need.Short != "" {
+			reason += need.Short // the engine adapts instead of failing
+		} else {
+			reason += "At the limit the server fails with EMFILE (\"Too many open files\")."
 		}
-		out = append(out, FailR(subj, reason, limitFix(f, in, "nofile", "LimitNOFILE", want), ev...))
+		out = append(out, FailR(subj, reason, limitFix(f, in, "nofile", "LimitNOFILE", limRoundUp(need.N, 1024), need), ev...))
 	}
 	return out
 }
 
+// limBelow says which of a limit's values are below need.
+func limBelow(r host.Rlimit, need uint64) []string {
+	var p []string
+	if r.Soft < need {
+		p = append(p, fmt.Sprintf("soft limit %s is below %d", host.FormatLimit(r.Soft), need))
+	}
+	if r.Hard < need {
+		p = append(p, fmt.Sprintf("hard limit %s is below %d", host.FormatLimit(r.Hard), need))
+	}
+	return p
+}
+
 // ---- limits.nproc ----
+
+// nprocNeed is the tasks the server runs at its connection limit, at most
+// the usual target of 64000 (MongoDB's recommended setting): a server
+// configured for more connections (mongod's default allows a million)
+// meets other ceilings first (kernel.threads-max, TasksMax, its open
+// files). Without an engine count, the usual target.
+func nprocNeed(in *facts.Instance) engine.Need {
+	n := in.Profile().Tasks(in.Instance)
+	switch {
+	case n.N == 0:
+		n.N = limitTarget
+		n.Why = fmt.Sprintf("dbhost cannot count the tasks %s runs at its connection limit, so it asks for the usual target of %d (MongoDB's recommended setting)", in.Flavor, limitTarget)
+		n.Inputs = nil
+	case n.N > limitTarget:
+		n.Why = fmt.Sprintf("it could run %s; dbhost asks for at most the usual target of %d", n.Why, limitTarget)
+		n.N = limitTarget
+	default:
+		n.Why = "it needs " + n.Why
+	}
+	return n
+}
 
 func checkNproc(f *facts.Facts) []Result {
 	var out []Result
@@ -183,41 +217,57 @@ func checkNproc(f *facts.Facts) []Result {
 			out = append(out, UnknownR(subj, "cannot read the process limit of "+limPidDesc(in)+": "+hostOr(in.LimitsErr, "no \"Max processes\" line in /proc/PID/limits")))
 			continue
 		}
-		ev := []Evidence{limitEv(in, "nproc", r)}
+		need := nprocNeed(in)
+		ev := append([]Evidence{limitEv(in, "nproc", r)}, needEv(need)...)
 		rootNote := ""
 		if in.UID == 0 {
 			rootNote = " It runs as root, for which the kernel does not enforce this limit, which is one more reason not to run it as root (see security.db_as_root)."
 		}
+		// The limit counts every task of the user: twice the need leaves
+		// room for the rest of them.
+		want := limRoundUp(2*need.N, 1024)
+		problems := limBelow(r, need.N)
 		switch {
 		case r.Soft == host.Unlimited || r.Hard == host.Unlimited:
-			out = append(out, FailR(subj, fmt.Sprintf("%s has no process limit (soft %s, hard %s): a runaway server or a fork loop under its user can fill the kernel's task table, and then sshd cannot fork a shell to fix it. Use a high but finite limit such as %d.%s",
-				limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), limitTarget, rootNote), limitFix(f, in, "nproc", "LimitNPROC", limitTarget), ev...))
-		case r.Soft < limitTarget || r.Hard < limitTarget:
-			out = append(out, FailR(subj, fmt.Sprintf("%s may run %s processes and threads (hard %s) for its whole user, below %d: with one backend process (PostgreSQL) or thread (MySQL, MongoDB) per connection, connections beyond it fail with \"Resource temporarily unavailable\".%s",
-				limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), limitTarget, rootNote), limitFix(f, in, "nproc", "LimitNPROC", limitTarget), ev...))
+			out = append(out, FailR(subj, fmt.Sprintf("%s has no process limit (soft %s, hard %s): a runaway server or a fork loop under its user can fill the kernel's task table, and then sshd cannot fork a shell to fix it. Use a high but finite limit: %s.%s",
+				limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), need.Why, rootNote), limitFix(f, in, "nproc", "LimitNPROC", want, engine.Need{}), ev...))
+		case len(problems) > 0:
+			out = append(out, FailR(subj, fmt.Sprintf("%s: %s for the processes and threads of its whole user; %s. With one backend process (PostgreSQL) or thread (MySQL, MongoDB) per connection, connections beyond it fail with \"Resource temporarily unavailable\".%s",
+				limPidDesc(in), strings.Join(problems, ", "), need.Why, rootNote), limitFix(f, in, "nproc", "LimitNPROC", want, engine.Need{}), ev...))
 		default:
-			out = append(out, PassR(subj, fmt.Sprintf("%s may run %s processes and threads (hard %s): at least %d and finite.%s", limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), limitTarget, rootNote), ev...))
+			out = append(out, PassR(subj, fmt.Sprintf("%s may run %s processes and threads (hard %s), finite: %s.%s", limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), need.Why, rootNote), ev...))
 		}
 	}
 	return out
 }
 
 // limitFix raises an rlimit for the instance: limits.d for its user, a
-// drop-in for its systemd unit, and prlimit for the running process.
-func limitFix(f *facts.Facts, in *facts.Instance, item, unitKey string, value uint64) *fix.Fix {
+// drop-in for its systemd unit, and, where the server can use it without a
+// restart, prlimit for the running process. need says what the server
+// sizes only at start (then the restart is the only way, and said so) and
+// how the running server takes up the new limit.
+func limitFix(f *facts.Facts, in *facts.Instance, item, unitKey string, value uint64, need engine.Need) *fix.Fix {
 	v := strconv.FormatUint(value, 10)
 	fx := &fix.Fix{Summary: fmt.Sprintf("Raise %s of %s to %s", item, in.Name(), v)}
 	if in.User != "" && in.UID != 0 {
 		fx.Limits = []fix.LimitLine{{Domain: in.User, Type: "soft", Item: item, Value: v}, {Domain: in.User, Type: "hard", Item: item, Value: v}}
 	}
-	if u := dropinUnit(in); u != "" {
+	u := dropinUnit(in)
+	if u != "" {
 		fx.Dropins = []fix.Dropin{{Unit: u, Section: "Service", Key: unitKey, Value: v}}
 	} else {
-		fx.Manual = "The server is not started by a systemd unit dbhost could find: raise the limit where it is started (ulimit -n/-u in its start script, or prlimit)."
+		fx.Manual = "The server is not started by a systemd unit dbhost could find: raise the limit where it is started (ulimit -n/-u in its start script)."
 	}
-	// prlimit changes the running process at once; servers size some
-	// structures at start-up, so restart it as well.
+	if need.AtStart != "" {
+		fx.Restart = &fix.Restart{Unit: u, Why: need.AtStart}
+		return fx
+	}
+	// prlimit changes the running process's limit at once; the kernel
+	// checks it at every open, fork and clone.
 	fx.Runtime = []string{fmt.Sprintf("prlimit --pid %d --%s=%s:%s", in.PID, item, v, v)}
+	if need.Live != "" {
+		fx.Manual = strings.TrimSpace(fx.Manual + " Then: " + need.Live + ".")
+	}
 	return fx
 }
 
@@ -250,21 +300,25 @@ func checkUnitLimits(f *facts.Facts) []Result {
 		}
 		var low []string
 		var dropins []fix.Dropin
-		for _, l := range []struct{ key, item string }{{"LimitNOFILE", "nofile"}, {"LimitNPROC", "nproc"}} {
+		nofile, nproc := nofileNeed(in).N, nprocNeed(in).N
+		for _, l := range []struct {
+			key, item  string
+			need, want uint64
+		}{{"LimitNOFILE", "nofile", nofile, limRoundUp(nofile, 1024)}, {"LimitNPROC", "nproc", nproc, limRoundUp(2*nproc, 1024)}} {
 			s, soft, ok := unitLimit(f, u, l.key)
 			if !ok {
 				ev = append(ev, Ev(l.key, "unreadable: "+s.Value, s.Source))
 				continue
 			}
 			ev = append(ev, Ev(l.key, s.Value, s.Source))
-			if soft >= limitTarget && (l.item != "nproc" || soft != host.Unlimited) {
+			if soft >= l.need && (l.item != "nproc" || soft != host.Unlimited) {
 				continue
 			}
 			desc := fmt.Sprintf("%s=%s (%s)", l.key, s.Value, s.Source)
 			if l.item == "nproc" && soft == host.Unlimited {
 				desc += " is unlimited"
 			} else {
-				desc += fmt.Sprintf(" gives a soft limit of %s, below %d", host.FormatLimit(soft), limitTarget)
+				desc += fmt.Sprintf(" gives a soft limit of %s, below the %d the server needs (see limits.%s)", host.FormatLimit(soft), l.need, l.item)
 			}
 			if se, he := f.Persist.LimitFor(in.User, nil, l.item); se != nil || he != nil {
 				e := se
@@ -275,10 +329,10 @@ func checkUnitLimits(f *facts.Facts) []Result {
 				ev = append(ev, Ev("limits.d "+l.item, e.Domain+" "+e.Type+" "+e.Value, fmt.Sprintf("%s:%d", e.File, e.Line)))
 			}
 			low = append(low, desc)
-			dropins = append(dropins, fix.Dropin{Unit: dropinUnit(in), Section: "Service", Key: l.key, Value: strconv.Itoa(limitTarget)})
+			dropins = append(dropins, fix.Dropin{Unit: dropinUnit(in), Section: "Service", Key: l.key, Value: strconv.FormatUint(l.want, 10)})
 		}
 		if len(low) == 0 {
-			out = append(out, PassR(subj, fmt.Sprintf("%s grants at least %d open files and a finite process limit of at least %d. %s", u.Name, limitTarget, limitTarget, unitHow(f, u)), ev...))
+			out = append(out, PassR(subj, fmt.Sprintf("%s grants the %d open files and a finite process limit of the %d tasks the server needs. %s", u.Name, nofile, nproc, unitHow(f, u)), ev...))
 			continue
 		}
 		fx := &fix.Fix{Summary: "Raise the limits of " + dropinUnit(in), Dropins: dropins}
@@ -357,23 +411,39 @@ func checkFileMax(f *facts.Facts) []Result {
 		if !ok {
 			return []Result{UnknownR(SubjectHost, "cannot read the open-files limit of "+limPidDesc(in)+": "+hostOr(in.LimitsErr, "no \"Max open files\" line"), ev...)}
 		}
-		if l.Soft == host.Unlimited {
-			continue
-		}
-		sum += l.Soft
-		parts = append(parts, fmt.Sprintf("%s %s", in.Name(), host.FormatLimit(l.Soft)))
+		n, part := fileMaxShare(in, l)
+		sum += n
+		parts = append(parts, part)
 	}
-	ev = append(ev, Ev("database nofile limits", strings.Join(parts, ", ")+fmt.Sprintf(" (sum %d)", sum), "/proc/PID/limits"))
+	ev = append(ev, Ev("databases' open files at their limits", strings.Join(parts, "; ")+fmt.Sprintf(" (sum %d)", sum), "/proc/PID/limits and the servers' configuration"))
 	if nr := f.SysctlReading("fs.file-nr"); nr.OK() {
 		ev = append(ev, EvReading("fs.file-nr (allocated, free, max)", nr))
 	}
 	if uint64(fileMax) > sum {
-		return []Result{PassR(SubjectHost, fmt.Sprintf("fs.file-max (%d) exceeds the sum of the databases' open-file limits (%d).", fileMax, sum), ev...)}
+		return []Result{PassR(SubjectHost, fmt.Sprintf("fs.file-max (%d) exceeds what the databases may open together (%d): %s.", fileMax, sum, strings.Join(parts, "; ")), ev...)}
 	}
 	want := limRoundUp(2*sum, 65536)
 	return []Result{FailR(SubjectHost,
-		fmt.Sprintf("fs.file-max (%d) does not exceed the sum of the databases' open-file limits (%d): the databases together may try to open more files than the kernel allows system-wide, and then every process on the host fails with ENFILE (\"Too many open files in system\").", fileMax, sum),
-		sysctlFix(f, "Raise fs.file-max above the databases' limits", "fs.file-max", strconv.FormatUint(want, 10)), ev...)}
+		fmt.Sprintf("fs.file-max (%d) does not exceed what the databases may open together (%d: %s): at their connection limits they may try to open more files than the kernel allows system-wide, and then every process on the host fails with ENFILE (\"Too many open files in system\").", fileMax, sum, strings.Join(parts, "; ")),
+		sysctlFix(f, "Raise fs.file-max above what the databases may open", "fs.file-max", strconv.FormatUint(want, 10)), ev...)}
+}
+
+// fileMaxShare is how many files one instance may hold open host-wide: per
+// process the smaller of its need and its soft limit, times its processes
+// (PostgreSQL: every connection and auxiliary process has its own limit).
+func fileMaxShare(in *facts.Instance, l host.Rlimit) (uint64, string) {
+	need := in.Profile().Descriptors(in.Instance)
+	per, src := l.Soft, "soft limit"
+	if need.N > 0 && need.N < per {
+		per, src = need.N, "need"
+	}
+	if per == host.Unlimited {
+		return 0, in.Name() + " unlimited (not counted)"
+	}
+	if need.Processes <= 1 {
+		return per, fmt.Sprintf("%s %d (%s)", in.Name(), per, src)
+	}
+	return per * need.Processes, fmt.Sprintf("%s %d per process (%s) x %d processes = %d", in.Name(), per, src, need.Processes, per*need.Processes)
 }
 
 // ---- limits.oom_score_adj ----
@@ -432,6 +502,10 @@ func pgOOMFix(in *facts.Instance) *fix.Fix {
 			{Unit: u, Section: "Service", Key: "OOMScoreAdjust", Value: "-1000"},
 			{Unit: u, Section: "Service", Key: "Environment", Value: "PG_OOM_ADJUST_FILE=/proc/self/oom_score_adj PG_OOM_ADJUST_VALUE=0"},
 		}
+		// Lowering the running postmaster's value alone would protect
+		// every backend it forks from then on: the environment that lets
+		// them reset themselves is read only at start.
+		fx.Restart = &fix.Restart{Unit: u, Why: "the postmaster reads PG_OOM_ADJUST_FILE and PG_OOM_ADJUST_VALUE from its environment only when it starts, and lowering its oom_score_adj without them would protect every backend it forks"}
 		return fx
 	}
 	fx.Manual = "The postmaster is not started by a systemd unit dbhost could find: in its start script, write -1000 to /proc/self/oom_score_adj before starting it and export PG_OOM_ADJUST_FILE=/proc/self/oom_score_adj and PG_OOM_ADJUST_VALUE=0, then restart it."
@@ -477,9 +551,20 @@ func checkTasksMax(f *facts.Facts) []Result {
 		}
 		want := limRoundUp(2*need, 1024)
 		out = append(out, FailR(subj, fmt.Sprintf("TasksMax=%s (%s) allows %d tasks in the unit's cgroup, but the server needs %s: past the limit fork()/pthread_create() fail and new connections are refused. %s", s.Value, s.Source, tm, why, unitHow(f, in.Unit)),
-			&fix.Fix{Summary: "Raise TasksMax of " + dropinUnit(in), Dropins: []fix.Dropin{{Unit: dropinUnit(in), Section: "Service", Key: "TasksMax", Value: strconv.FormatUint(want, 10)}}}, ev...))
+			tasksMaxFix(in, want), ev...))
 	}
 	return out
+}
+
+// tasksMaxFix raises TasksMax in a drop-in and, when the server runs under
+// the unit, in its cgroup now (systemctl set-property needs no restart).
+func tasksMaxFix(in *facts.Instance, want uint64) *fix.Fix {
+	u, v := dropinUnit(in), strconv.FormatUint(want, 10)
+	fx := &fix.Fix{Summary: "Raise TasksMax of " + u, Dropins: []fix.Dropin{{Unit: u, Section: "Service", Key: "TasksMax", Value: v}}}
+	if in.Unit.How == "cgroup" {
+		fx.Runtime = []string{"systemctl set-property --runtime " + u + " TasksMax=" + v}
+	}
+	return fx
 }
 
 // kernelTasksMax is what systemd resolves TasksMax percentages against:

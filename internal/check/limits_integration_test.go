@@ -36,18 +36,25 @@ func liveFinding(t *testing.T, id string, pid int) check.Finding {
 	return check.Finding{}
 }
 
-// TestLimitsNofileLive1024 starts a private PostgreSQL under
-// prlimit --nofile=1024 and audits the live host: limits.nofile fails.
+// TestLimitsNofileLive1024 starts private PostgreSQL servers under
+// prlimit --nofile=1024 and audits the live host: with
+// max_files_per_process 4000 limits.nofile fails, with the default 1000 it
+// passes (the limit is judged by what the server's configuration needs).
 func TestLimitsNofileLive1024(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: starts PostgreSQL")
 	}
-	s := testdb.Postgres(t, testdb.Options{Nofile: 1024})
+	s := testdb.Postgres(t, testdb.Options{Nofile: 1024, Settings: map[string]string{"max_files_per_process": "4000"}})
 	fd := liveFinding(t, "limits.nofile", s.PID)
 	if fd.Status != check.Fail {
-		t.Fatalf("nofile 1024: %s: %s", fd.Status, fd.Reason)
+		t.Fatalf("nofile 1024, max_files_per_process 4000: %s: %s", fd.Status, fd.Reason)
 	}
-	hxHas(t, "reason", fd.Reason, "soft limit 1024 is below 64000")
+	hxHas(t, "reason", fd.Reason, "soft limit 1024 is below 4000", "max_files_per_process 4000")
+	s = testdb.Postgres(t, testdb.Options{Nofile: 1024})
+	fd = liveFinding(t, "limits.nofile", s.PID)
+	if fd.Status != check.Pass {
+		t.Fatalf("nofile 1024, max_files_per_process 1000: %s: %s", fd.Status, fd.Reason)
+	}
 }
 
 // TestLimitsNofileLive65536 starts one under prlimit --nofile=65536: it

@@ -194,7 +194,7 @@ func myConfigFix(in *facts.Instance, summary string, restart bool, kv ...string)
 		fx.Manual = "This server is started with --no-defaults and reads no option file: add " + strings.Join(args, " ") + " to its command line instead, then restart it."
 	case in.IncludeDir == "" && len(in.ConfigFiles) > 0:
 		last := in.ConfigFiles[len(in.ConfigFiles)-1]
-		fx.Manual = "This server's option files include no directory, so a snippet there is not read: put the setting under [mysqld] at the end of " + last + " (or add an !includedir line for the snippet's directory to it)."
+		fx.Manual = "This server's option files include no directory, so no snippet is read by itself: the snippet dbhost renders next to " + last + " is read only once the !include line its first comment gives is added as the last line of " + last + " (or put the setting under [mysqld] at the end of it)."
 	}
 	return fx
 }

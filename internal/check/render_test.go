@@ -39,7 +39,7 @@ func TestRenderFixesAfterJudging(t *testing.T) {
 			if fd.Fix.Files != nil {
 				t.Errorf("%s: %s %s: Run rendered files", name, fd.ID, fd.Subject)
 			}
-			want := fix.RuntimeCommands(fd.Fix)
+			want := fix.RuntimeCommands(fd.Fix, fix.ContextFrom(f))
 			if got := shown[i].Fix.Runtime; !reflect.DeepEqual(got, want) {
 				t.Errorf("%s: %s %s: runtime %q, want %q", name, fd.ID, fd.Subject, got, want)
 			}

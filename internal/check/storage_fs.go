@@ -194,7 +194,7 @@ func checkNoatime(f *facts.Facts) []Result {
 		subj := "mount:" + m.MountPoint
 		ev := append(stMountEvidence(m), stUsesEvidence(u.uses))
 		mode := stAtimeMode(m)
-		fx := &fix.Fix{Summary: "Mount " + m.MountPoint + " with noatime", Mount: []fix.MountChange{{MountPoint: m.MountPoint, Add: []string{"noatime"}}}}
+		fx := &fix.Fix{Summary: "Mount " + m.MountPoint + " with noatime", Mount: []fix.MountChange{{MountPoint: m.MountPoint, Source: m.Source, Add: []string{"noatime"}}}}
 		switch {
 		case mode == "noatime":
 			out = append(out, PassR(subj, m.MountPoint+" is mounted noatime: reads write no access times.", ev...))
@@ -259,7 +259,7 @@ func checkBarrier(f *facts.Facts) []Result {
 			continue
 		}
 		fx := &fix.Fix{Summary: "Remove " + strings.Join(bad, ", ") + " from " + m.MountPoint,
-			Mount: []fix.MountChange{{MountPoint: m.MountPoint, Remove: remove}}}
+			Mount: []fix.MountChange{{MountPoint: m.MountPoint, Source: m.Source, Remove: remove}}}
 		if len(bad) > 1 || !writeback {
 			fx.Runtime = append(fx.Runtime, "mount -o remount,barrier "+m.MountPoint)
 		}

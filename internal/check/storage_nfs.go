@@ -74,7 +74,7 @@ func checkNFSSoft(f *facts.Facts) []Result {
 		out = append(out, FailR(subj,
 			fmt.Sprintf("%s is a %s NFS mount: when the server is slow past timeo×retrans the client returns an I/O error to the database, so writes can be reported failed or half-applied and data files or the write-ahead log end up corrupted. Mount it hard.", m.MountPoint, mode),
 			&fix.Fix{Summary: "Mount " + m.MountPoint + " hard",
-				Mount:  []fix.MountChange{{MountPoint: m.MountPoint, Add: []string{"hard"}, Remove: []string{mode}}},
+				Mount:  []fix.MountChange{{MountPoint: m.MountPoint, Source: m.Source, Add: []string{"hard"}, Remove: []string{mode}}},
 				Manual: "Replace " + mode + " with hard in /etc/fstab, stop the database, then umount and mount " + m.MountPoint + "."}, ev...))
 	}
 	return out
@@ -127,7 +127,7 @@ func checkNFSOptions(f *facts.Facts) []Result {
 			out = append(out, PassR(subj, m.MountPoint+" uses TCP, transfers of at least 64 KiB, NFS version 3 or later and noatime.", ev...))
 			continue
 		}
-		fx := &fix.Fix{Summary: "Change the NFS options of " + m.MountPoint, Mount: []fix.MountChange{{MountPoint: m.MountPoint, Add: add, Remove: remove}}}
+		fx := &fix.Fix{Summary: "Change the NFS options of " + m.MountPoint, Mount: []fix.MountChange{{MountPoint: m.MountPoint, Source: m.Source, Add: add, Remove: remove}}}
 		if !remount {
 			fx.Manual = "Edit the options in /etc/fstab, stop the database, then umount and mount " + m.MountPoint + " (NFS cannot change transport, version or transfer sizes on remount; the server may cap rsize/wsize lower than asked)."
 		}

@@ -163,7 +163,7 @@ func TestStorageNoatime(t *testing.T) {
 	stContains(t, "reason", fd.Reason, "XFS", "relatime")
 	fd = stFind(t, "storage-ext4-unsafe", "storage.noatime", "mount:/srv/dbhost/pg", check.Fail)
 	stContains(t, "reason", fd.Reason, "strictatime")
-	if want := []fix.MountChange{{MountPoint: "/srv/dbhost/pg", Add: []string{"noatime"}}}; !reflect.DeepEqual(fd.Fix.Mount, want) {
+	if want := []fix.MountChange{{MountPoint: "/srv/dbhost/pg", Source: "/dev/loop0", Add: []string{"noatime"}}}; !reflect.DeepEqual(fd.Fix.Mount, want) {
 		t.Errorf("fix = %+v", fd.Fix.Mount)
 	}
 	stContains(t, "runtime", strings.Join(fd.Fix.Runtime, "\n"), "mount -o remount,noatime /srv/dbhost/pg")

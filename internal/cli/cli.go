@@ -407,8 +407,9 @@ func runFix(ctx context.Context, env Env, args []string) int {
 			items = append(items, fix.Item{ID: fd.ID, Subject: fd.Subject, Fix: fd.Fix})
 		}
 	}
-	files := fix.Render(fix.ContextFrom(f), items)
-	written, kept, err := fix.WriteTree(*out, files, fix.Notes(items))
+	fc := fix.ContextFrom(f)
+	files := fix.Render(fc, items)
+	written, kept, err := fix.WriteTree(*out, files, fix.Notes(items), fix.Sequence(fc, items))
 	for _, k := range kept {
 		fmt.Fprintln(env.Stderr, "dbhost fix:", k)
 	}

@@ -110,6 +110,17 @@ type Need struct {
 	Inputs []Input
 	// Short, if set, is what to add when the host gives less.
 	Short string
+	// Processes is how many processes may each hold N (PostgreSQL: one
+	// per connection and auxiliary process); 0 means the server is one
+	// process.
+	Processes uint64
+	// AtStart, if set, says what the server sizes from the amount only
+	// when it starts: raising it for the running process does not make
+	// the server use more until its next restart.
+	AtStart string
+	// Live, if set, says what makes the running server use a raised
+	// amount without a restart.
+	Live string
 }
 
 // ReadAhead is the largest read-ahead an engine's data device should have
@@ -364,6 +375,15 @@ func (i *Instance) ConfigUnread() string {
 		return i.Mongo.ConfigErr
 	}
 	return ""
+}
+
+// UintTerm names a Uint answer for an explanation: "maxclients 10000",
+// or "maxclients 10000 (default)" when the configuration does not set it.
+func UintTerm(name string, known bool, v uint64) string {
+	if known {
+		return fmt.Sprintf("%s %d", name, v)
+	}
+	return fmt.Sprintf("%s %d (default)", name, v)
 }
 
 // DefaultReadAheadKB is the kernel's default read_ahead_kb.

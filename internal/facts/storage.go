@@ -18,6 +18,8 @@ type Storage struct {
 	// database path, by kernel name (vda, nvme0n1, sda, dm-0, md0).
 	Devices map[string]*BlockDevice `json:"devices,omitempty"`
 	ZFS     *ZFS                    `json:"zfs,omitempty"`
+	// Fstab is /etc/fstab, for fixes that edit a mount's line in it.
+	Fstab host.Reading `json:"-"`
 }
 
 // Mount is one line of mountinfo.
@@ -224,6 +226,7 @@ func gatherStorage(ctx context.Context, h *host.Host, f *Facts) {
 		s.MountsErr = host.Explain(err)
 	}
 	s.Mounts = mounts
+	s.Fstab = readFstab(h)
 	w := newDevWalker(h, f)
 	zfsSeen := false
 	for _, m := range mounts {
@@ -361,4 +364,14 @@ func followPath(h *host.Host, w *devWalker, mounts []Mount, ps *PathStorage) {
 			ps.Notes = append(ps.Notes, st.err)
 		}
 	}
+}
+
+// readFstab reads /etc/fstab untrimmed (a fix quotes its lines exactly),
+// with password-bearing options (cifs password=) redacted.
+func readFstab(h *host.Host) host.Reading {
+	b, err := h.ReadConfig("/etc/fstab")
+	if err != nil {
+		return host.Missing("/etc/fstab", host.Explain(err))
+	}
+	return host.Reading{Source: "/etc/fstab", Value: string(b)}
 }

@@ -11,10 +11,13 @@ func ContextFrom(f *facts.Facts) Context {
 		TunedInclude:       tunedInclude(f.Tuned),
 		TunedReapplySysctl: f.Tuned.ReapplySysctl,
 		Container:          f.System.Container != "",
+		Systemd:            f.System.Systemd,
+		Fstab:              f.Storage.Fstab,
 		Instances:          map[string]InstanceInfo{},
 	}
 	for _, in := range f.Instances {
-		c.Instances[in.Name()] = InstanceInfo{Engine: string(in.Engine), ConfDir: in.IncludeDir, ConfFile: in.Profile().MainConfig(in.Instance)}
+		c.Instances[in.Name()] = InstanceInfo{Engine: string(in.Engine), ConfDir: in.IncludeDir, ConfFile: in.Profile().MainConfig(in.Instance),
+			NoConfig: len(in.ConfigFiles) == 0 && in.IncludeDir == ""}
 	}
 	return c
 }

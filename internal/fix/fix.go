@@ -30,8 +30,13 @@ type Fix struct {
 	// Mount lists mount option changes (for /etc/fstab).
 	Mount []MountChange `json:"mount,omitempty"`
 	// Runtime lists commands that apply the change now, for a person to
-	// read and run; they are never executed from these strings.
+	// read and run; they are never executed from these strings. A check
+	// adds its own; RuntimeCommands orders them after the ones derived
+	// from the structured parts, in the order pasting them is correct.
 	Runtime []string `json:"runtime,omitempty"`
+	// Restart, if set, says that only a restart of the server makes the
+	// change take full effect. It is never among the Runtime commands.
+	Restart *Restart `json:"restart,omitempty"`
 	// Manual describes a change no file can make (move data to XFS).
 	Manual string `json:"manual,omitempty"`
 	// HostOnly: dbhost runs in a container and this must be changed on the
@@ -82,11 +87,21 @@ type ConfigChange struct {
 	Restart bool `json:"restart,omitempty"`
 }
 
+// Restart is a server restart a change needs, and why nothing else works.
+type Restart struct {
+	// Unit is the systemd unit that runs the server ("" none).
+	Unit string `json:"unit,omitempty"`
+	Why  string `json:"why"`
+}
+
 // MountChange adds or removes options of a mount.
 type MountChange struct {
-	MountPoint string   `json:"mount_point"`
-	Add        []string `json:"add,omitempty"`
-	Remove     []string `json:"remove,omitempty"`
+	MountPoint string `json:"mount_point"`
+	// Source is the mounted device as mountinfo shows it, to find the
+	// fstab line that mounts it.
+	Source string   `json:"source,omitempty"`
+	Add    []string `json:"add,omitempty"`
+	Remove []string `json:"remove,omitempty"`
 }
 
 // File is a persistent file and its full content.
@@ -101,5 +116,5 @@ type File struct {
 func (f *Fix) Empty() bool {
 	return f == nil || (len(f.Sysctl) == 0 && len(f.Udev) == 0 && len(f.Limits) == 0 &&
 		len(f.Dropins) == 0 && len(f.Cmdline) == 0 && len(f.Sysfs) == 0 && len(f.TunedDisk) == 0 && len(f.Config) == 0 &&
-		len(f.Mount) == 0 && len(f.Runtime) == 0 && f.Manual == "")
+		len(f.Mount) == 0 && len(f.Runtime) == 0 && f.Manual == "" && f.Restart == nil)
 }

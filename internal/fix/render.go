@@ -3,9 +3,11 @@ package fix
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/host"
 )
 
 // Name is the stem of the system files dbhost writes; 60 orders it after
@@ -31,6 +33,12 @@ type Context struct {
 	// Container: dbhost runs in a container; kernel settings belong on the
 	// host.
 	Container bool
+	// Systemd: PID 1 is systemd, so systemctl can reload and restart
+	// units; elsewhere no systemctl step is offered.
+	Systemd bool
+	// Fstab is /etc/fstab as read (its Err says why it could not be), to
+	// render the exact line a mount change edits.
+	Fstab host.Reading
 	// Instances describes each database instance by name.
 	Instances map[string]InstanceInfo
 }
@@ -42,6 +50,9 @@ type InstanceInfo struct {
 	// ConfFile is its main configuration file.
 	ConfDir  string
 	ConfFile string
+	// NoConfig: the server reads no configuration file, so no snippet
+	// can reach it.
+	NoConfig bool
 }
 
 // Item is one finding's fix, with the finding's identity for comments.
@@ -77,7 +88,7 @@ func Render(ctx Context, items []Item) []File {
 		add(renderTuned(ctx, items))
 	}
 	files = append(files, renderConfig(ctx, items)...)
-	add(renderMounts(items))
+	add(renderMounts(ctx, items))
 	sort.Slice(files, func(a, b int) bool { return files[a].Path < files[b].Path })
 	return files
 }
@@ -190,6 +201,10 @@ func renderLimits(items []Item) File {
 		for _, l := range it.Fix.Limits {
 			k := l.Domain + " " + l.Type + " " + l.Item
 			if e, ok := idx[k]; ok {
+				// Servers of one user share its limit: the largest need wins.
+				if larger(l.Value, e.l.Value) {
+					e.l.Value = l.Value
+				}
 				e.tags = appendUnique(e.tags, it.tag())
 				continue
 			}
@@ -208,6 +223,20 @@ func renderLimits(items []Item) File {
 		fmt.Fprintf(&b, "\n# %s\n%-12s %-5s %-8s %s\n", strings.Join(e.tags, ", "), e.l.Domain, e.l.Type, e.l.Item, e.l.Value)
 	}
 	return File{Path: "/etc/security/limits.d/" + Name + ".conf", Content: b.String(), Mode: 0o644}
+}
+
+// larger reports whether limit value a exceeds b ("unlimited" exceeds
+// every number; what is not a number never wins).
+func larger(a, b string) bool {
+	if b == "unlimited" || b == "infinity" {
+		return false
+	}
+	if a == "unlimited" || a == "infinity" {
+		return true
+	}
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x > y
 }
 
 func renderDropins(items []Item) []File {
@@ -236,7 +265,7 @@ func renderDropins(items []Item) []File {
 	for _, u := range sortedKeys(units) {
 		var b strings.Builder
 		b.WriteString(header)
-		fmt.Fprintf(&b, "# Apply with: systemctl daemon-reload && systemctl restart %s\n", u)
+		fmt.Fprintf(&b, "# Read when %s starts; systemctl daemon-reload makes systemd see it (see the finding for what applies it now).\n", u)
 		for _, s := range sortedKeys(units[u]) {
 			fmt.Fprintf(&b, "\n[%s]\n", s)
 			keys := units[u][s]
@@ -370,7 +399,10 @@ func renderConfig(ctx Context, items []Item) []File {
 	for _, inst := range sortedKeys(byInst) {
 		es := byInst[inst]
 		sort.Slice(es, func(a, b int) bool { return es[a].key < es[b].key })
-		info := ctx.Instances[inst]
+		info, known := ctx.Instances[inst]
+		if known && info.NoConfig {
+			continue // the finding's Manual says where the setting goes instead
+		}
 		eng := engineOf[inst]
 		var b strings.Builder
 		b.WriteString(header)
@@ -384,50 +416,6 @@ func renderConfig(ctx Context, items []Item) []File {
 		files = append(files, File{Path: p, Content: b.String(), Mode: 0o640})
 	}
 	return files
-}
-
-// renderMounts writes the mount option changes as a checklist for
-// /etc/fstab: rewriting the live fstab is left to a person.
-func renderMounts(items []Item) File {
-	type mc struct {
-		add, remove []string
-		tags        []string
-	}
-	ms := map[string]*mc{}
-	for _, it := range items {
-		for _, m := range it.Fix.Mount {
-			e, ok := ms[m.MountPoint]
-			if !ok {
-				e = &mc{}
-				ms[m.MountPoint] = e
-			}
-			for _, a := range m.Add {
-				e.add = appendUnique(e.add, a)
-			}
-			for _, r := range m.Remove {
-				e.remove = appendUnique(e.remove, r)
-			}
-			e.tags = appendUnique(e.tags, it.tag())
-		}
-	}
-	if len(ms) == 0 {
-		return File{}
-	}
-	var b strings.Builder
-	b.WriteString(header)
-	b.WriteString("# Mount option changes for /etc/fstab (options column), then: mount -o remount <mount point>\n")
-	for _, mp := range sortedKeys(ms) {
-		e := ms[mp]
-		fmt.Fprintf(&b, "\n# %s\n%s", strings.Join(e.tags, ", "), mp)
-		if len(e.add) > 0 {
-			fmt.Fprintf(&b, " add=%s", strings.Join(e.add, ","))
-		}
-		if len(e.remove) > 0 {
-			fmt.Fprintf(&b, " remove=%s", strings.Join(e.remove, ","))
-		}
-		b.WriteString("\n")
-	}
-	return File{Path: "fstab-changes.txt", Content: b.String(), Mode: 0o644}
 }
 
 // allNamespaced reports whether every sysctl is per network namespace
@@ -448,32 +436,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// RuntimeCommands derives the commands that apply a fix now from its
-// structured parts, for people to read (they are never run from strings).
-func RuntimeCommands(f *Fix) []string {
-	var out []string
-	for _, kv := range f.Sysctl {
-		out = append(out, fmt.Sprintf("sysctl -w %s=%s", kv.Key, kv.Value))
-	}
-	for _, kv := range f.Sysfs {
-		out = append(out, fmt.Sprintf("echo %s > %s", kv.Value, kv.Key))
-	}
-	for _, u := range f.Udev {
-		out = append(out, fmt.Sprintf("echo %s > /sys/block/%s/%s", u.Value, u.Device, u.Attr))
-	}
-	units := map[string]bool{}
-	for _, d := range f.Dropins {
-		units[d.Unit] = true
-	}
-	for _, u := range sortedKeys(units) {
-		out = append(out, "systemctl daemon-reload && systemctl restart "+u)
-	}
-	for _, m := range f.Mount {
-		if len(m.Remove) == 0 && len(m.Add) > 0 {
-			out = append(out, fmt.Sprintf("mount -o remount,%s %s", strings.Join(m.Add, ","), m.MountPoint))
-		}
-	}
-	return append(out, f.Runtime...)
 }

@@ -63,7 +63,7 @@ const maxStateFile = 1 << 20
 // dbhost wrote (the state file keeps each file's checksum); others are kept
 // and reported in kept, one sentence each. It returns the paths written,
 // relative to dir.
-func WriteTree(dir string, files []File, notes []string) (written, kept []string, err error) {
+func WriteTree(dir string, files []File, notes, sequence []string) (written, kept []string, err error) {
 	d, err := safefile.OpenDir(dir)
 	if err != nil {
 		return nil, nil, err
@@ -89,7 +89,7 @@ func WriteTree(dir string, files []File, notes []string) (written, kept []string
 		written = append(written, rels[i])
 		sums[rels[i]] = safefile.Sum([]byte(f.Content))
 	}
-	readme := []byte(readmeText(files, notes))
+	readme := []byte(readmeText(files, notes, sequence))
 	if err := d.WriteFile("README.txt", 0o644, readme); err != nil {
 		return written, kept, err
 	}
@@ -161,7 +161,7 @@ func parseState(b []byte) (entries []stateEntry, ok bool) {
 	return entries, true
 }
 
-func readmeText(files []File, notes []string) string {
+func readmeText(files []File, notes, sequence []string) string {
 	var b strings.Builder
 	b.WriteString("Files rendered by `dbhost fix`. Nothing on the host was changed.\n")
 	b.WriteString("Each path below mirrors where the file belongs on the host; every\n")
@@ -171,6 +171,12 @@ func readmeText(files []File, notes []string) string {
 	}
 	for _, f := range files {
 		fmt.Fprintf(&b, "  %s\n", f.Path)
+	}
+	if len(sequence) > 0 {
+		b.WriteString("\nAfter installing the files, apply each fix now with its commands, top to bottom:\n")
+		for _, s := range sequence {
+			fmt.Fprintf(&b, "  - %s\n", s)
+		}
 	}
 	if len(notes) > 0 {
 		b.WriteString("\nSteps no file can do:\n")

@@ -55,7 +55,7 @@ func TestWriteTreeRefusesDirOfAnotherUser(t *testing.T) {
 	out := filepath.Join(parent, "fixes")
 	os.Mkdir(out, 0o755)
 	os.Chown(out, nobody, nobody)
-	if _, _, err := WriteTree(out, sample, nil); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+	if _, _, err := WriteTree(out, sample, nil, nil); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
 		t.Fatalf("WriteTree into a directory owned by nobody: %v", err)
 	}
 	if ents, _ := os.ReadDir(out); len(ents) != 0 {
@@ -79,7 +79,7 @@ func TestWriteTreeRefusesUnsafeAncestors(t *testing.T) {
 		{filepath.Join(open, "fixes"), "no sticky bit"},
 		{filepath.Join(foreign, "fixes"), "owned by uid 65534"},
 	} {
-		if _, _, err := WriteTree(c.out, sample, nil); err == nil || !strings.Contains(err.Error(), c.why) {
+		if _, _, err := WriteTree(c.out, sample, nil, nil); err == nil || !strings.Contains(err.Error(), c.why) {
 			t.Errorf("%s: %v, want %q", c.out, err, c.why)
 		}
 		if _, err := os.Lstat(c.out); !os.IsNotExist(err) {
@@ -87,7 +87,7 @@ func TestWriteTreeRefusesUnsafeAncestors(t *testing.T) {
 		}
 	}
 	// A sticky world-writable directory (/tmp) is a safe parent.
-	if _, _, err := WriteTree(filepath.Join(sticky, "fixes"), sample, nil); err != nil {
+	if _, _, err := WriteTree(filepath.Join(sticky, "fixes"), sample, nil, nil); err != nil {
 		t.Errorf("below a sticky directory: %v", err)
 	}
 }
@@ -101,7 +101,7 @@ func TestWriteTreeFollowsNoLink(t *testing.T) {
 	if err := os.Symlink(vdir, filepath.Join(out, "etc")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := WriteTree(out, []File{{Path: "/etc/passwd", Content: "pwned\n"}}, nil); err == nil {
+	if _, _, err := WriteTree(out, []File{{Path: "/etc/passwd", Content: "pwned\n"}}, nil, nil); err == nil {
 		t.Error("wrote through etc -> victim")
 	}
 	check()
@@ -110,7 +110,7 @@ func TestWriteTreeFollowsNoLink(t *testing.T) {
 	os.Remove(filepath.Join(out, "etc"))
 	os.MkdirAll(filepath.Join(out, "etc"), 0o755)
 	os.Symlink(filepath.Join(vdir, "passwd"), filepath.Join(out, "etc", "passwd"))
-	if _, _, err := WriteTree(out, []File{{Path: "/etc/passwd", Content: "mine\n"}}, nil); err != nil {
+	if _, _, err := WriteTree(out, []File{{Path: "/etc/passwd", Content: "mine\n"}}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	check()
@@ -123,7 +123,7 @@ func TestWriteTreeFollowsNoLink(t *testing.T) {
 	link := filepath.Join(t.TempDir(), "out-link")
 	os.Symlink(out, link)
 	os.Lchown(link, nobody, nobody)
-	if _, _, err := WriteTree(link, sample, nil); err == nil || !strings.Contains(err.Error(), "symbolic link owned by uid 65534") {
+	if _, _, err := WriteTree(link, sample, nil, nil); err == nil || !strings.Contains(err.Error(), "symbolic link owned by uid 65534") {
 		t.Errorf("through a link owned by nobody: %v", err)
 	}
 }
@@ -132,7 +132,7 @@ func TestWriteTreeDeletesOnlyWhatItWrote(t *testing.T) {
 	needRoot(t)
 	vdir, check := victim(t)
 	out := filepath.Join(t.TempDir(), "fixes")
-	if _, _, err := WriteTree(out, sample, nil); err != nil {
+	if _, _, err := WriteTree(out, sample, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Someone edits one of dbhost's files; a link and escapes are planted
@@ -154,7 +154,7 @@ func TestWriteTreeDeletesOnlyWhatItWrote(t *testing.T) {
 	os.WriteFile(filepath.Join(out, stateFile), []byte(state), 0o644)
 
 	// This run produces neither sample file.
-	_, kept, err := WriteTree(out, nil, nil)
+	_, kept, err := WriteTree(out, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,14 +177,14 @@ func TestWriteTreeOldStateDeletesNothing(t *testing.T) {
 	needRoot(t)
 	vdir, check := victim(t)
 	out := filepath.Join(t.TempDir(), "fixes")
-	if _, _, err := WriteTree(out, sample, nil); err != nil {
+	if _, _, err := WriteTree(out, sample, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	// The first format lists bare paths: one dbhost wrote, and one that
 	// reaches the victim through a planted directory link.
 	os.Symlink(vdir, filepath.Join(out, "etc2"))
 	os.WriteFile(filepath.Join(out, stateFile), []byte("etc/sysctl.d/60-dbhost.conf\netc2/passwd\nREADME.txt\n"), 0o644)
-	_, kept, err := WriteTree(out, nil, nil)
+	_, kept, err := WriteTree(out, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestWriteTreeRefusesUnsafeSubdirectory(t *testing.T) {
 		c.plant(filepath.Join(out, "etc", "udev"))
 		before := tree(t, out)
 		// sample writes etc/sysctl.d first, then etc/udev/rules.d.
-		_, _, err := WriteTree(out, sample, nil)
+		_, _, err := WriteTree(out, sample, nil, nil)
 		if err == nil || !strings.Contains(err.Error(), filepath.Join(out, "etc", "udev")) || !strings.Contains(err.Error(), c.why) {
 			t.Errorf("%s: %v, want a refusal naming etc/udev and %q", c.name, err, c.why)
 		}
@@ -266,7 +266,7 @@ func TestWriteTreeChecksTheDirectoryReached(t *testing.T) {
 	os.Chmod(sticky, 0o777|os.ModeSticky)
 	link := filepath.Join(base, "out")
 	os.Symlink(sticky+"/sub/..", link) // uncleaned; owned by root: followed
-	_, _, err := WriteTree(link, sample, nil)
+	_, _, err := WriteTree(link, sample, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "refusing "+sticky+":") {
 		t.Errorf("output reached through sub/..: %v", err)
 	}
@@ -280,7 +280,7 @@ func TestWriteTreeChecksTheDirectoryReached(t *testing.T) {
 func TestWriteTreeCreatesMissingParents(t *testing.T) {
 	needRoot(t)
 	out := filepath.Join(t.TempDir(), "a", "b", "fixes")
-	written, _, err := WriteTree(out, sample, nil)
+	written, _, err := WriteTree(out, sample, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestWriteTreeCreatesMissingParents(t *testing.T) {
 	}
 	// A rerun gives the same files.
 	before := tree(t, out)
-	if _, kept, err := WriteTree(out, sample, nil); err != nil || len(kept) != 0 {
+	if _, kept, err := WriteTree(out, sample, nil, nil); err != nil || len(kept) != 0 {
 		t.Fatalf("rerun: %v, kept %q", err, kept)
 	}
 	if after := tree(t, out); after != before {

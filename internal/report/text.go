@@ -96,11 +96,12 @@ func renderText(w io.Writer, a *Audit, o Options) error {
 				} else {
 					p("      %sfix:%s %s\n", c.bold, c.reset, fd.Fix.Summary)
 				}
-				for _, r := range fd.Fix.Runtime {
-					p("        now:     %s\n", r)
-				}
+				// Files first: the commands after them may depend on them.
 				for _, fl := range fd.Fix.Files {
 					p("        persist: %s\n", fl.Path)
+				}
+				for _, r := range fd.Fix.Runtime {
+					p("        now:     %s\n", r)
 				}
 				if fd.Fix.Manual != "" {
 					p("%s", indent(fd.Fix.Manual, "        "))

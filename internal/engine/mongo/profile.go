@@ -31,9 +31,17 @@ func (detector) Backlog(in *engine.Instance) engine.Need {
 	return engine.Need{N: v, Why: fmt.Sprintf("net.listenBacklog is %d", v), Inputs: []engine.Input{in.UintInput("net.listenBacklog", true, v)}}
 }
 
+// Descriptors: MongoDB's recommended ulimit settings ask for 64000 open
+// files (a descriptor per connection, data file and journal file); mongod
+// warns at start below it and sizes its connection limit from the soft
+// limit it finds then.
 func (detector) Descriptors(*engine.Instance) engine.Need {
-	return engine.Need{Why: "MongoDB uses a descriptor per connection and per data file and warns at start-up below 64000"}
+	return engine.Need{N: mongoNofile, Why: fmt.Sprintf("MongoDB's recommended ulimit settings ask for %d open files (a descriptor per connection and per data file); mongod warns at start below it", mongoNofile),
+		AtStart: "mongod derives its connection limit from the soft limit when it starts: a raised limit is used after the next restart"}
 }
+
+// mongoNofile is the open-files limit MongoDB's ulimit page recommends.
+const mongoNofile = 64000
 
 func (detector) Tasks(in *engine.Instance) engine.Need {
 	mc, ok := in.Uint("net.maxIncomingConnections", 0)

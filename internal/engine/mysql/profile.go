@@ -53,16 +53,48 @@ func (detector) Backlog(in *engine.Instance) engine.Need {
 	return engine.Need{N: b, Why: fmt.Sprintf("back_log is not set: the server sizes it as 50 + max_connections / 5 = %d", b), Inputs: []engine.Input{in.UintInput("max_connections", ok, mc)}}
 }
 
+// Descriptors: mysqld asks at start for the largest of 10 + max_connections
+// + 2 x table_open_cache, 5 x max_connections and open_files_limit as set
+// (MySQL's documented formula; MariaDB's is the same up to a few reserved
+// descriptors and counts extra_max_connections too). It raises its own
+// soft limit to that, at most to the hard limit, and when it gets less it
+// lowers table_open_cache and max_connections and logs a warning.
 func (detector) Descriptors(in *engine.Instance) engine.Need {
 	mc, ok1 := in.Uint("max_connections", 151)
-	toc, ok2 := in.Uint("table_open_cache", 2000)
-	need := max(10+mc+2*toc, 5*mc)
-	ev := []engine.Input{in.UintInput("max_connections", ok1, mc), in.UintInput("table_open_cache", ok2, toc)}
-	if s, ok := in.Setting("open_files_limit"); ok {
-		ev = append(ev, engine.Input{Name: "open_files_limit", Value: s.Value, Source: s.Source})
+	xmc, ok3 := in.Uint("extra_max_connections", 1)
+	tocDef := uint64(2000)
+	if in.Flavor == FlavorMySQL && in.Major() >= 8 {
+		tocDef = 4000 // MySQL 8.0 doubled the default
 	}
-	return engine.Need{N: need, Why: fmt.Sprintf("MySQL needs max(10 + max_connections + 2 x table_open_cache, 5 x max_connections) = %d descriptors and lowers max_connections and table_open_cache to fit a smaller hard limit", need), Inputs: ev,
-		Short: "MySQL raises its soft limit itself only up to the hard limit, so the hard limit is what counts."}
+	toc, ok2 := in.Uint("table_open_cache", tocDef)
+	ev := []engine.Input{in.UintInput("max_connections", ok1, mc), in.UintInput("table_open_cache", ok2, toc)}
+	conns, connTerm := mc, engine.UintTerm("max_connections", ok1, mc)
+	if in.Flavor == FlavorMariaDB {
+		conns += xmc
+		connTerm += " + " + engine.UintTerm("extra_max_connections", ok3, xmc)
+		ev = append(ev, in.UintInput("extra_max_connections", ok3, xmc))
+	}
+	a, b := 10+conns+2*toc, 5*conns
+	need := max(a, b)
+	why := fmt.Sprintf("%s asks for max(10 + %s + 2 x %s = %d, 5 x connections = %d", hostFlavor(in), connTerm, engine.UintTerm("table_open_cache", ok2, toc), a, b)
+	// The server's own report of open_files_limit is what it obtained,
+	// not what it asked for: only a configured value adds to the need.
+	if ofl, ok := in.Uint("open_files_limit", 0); ok && ofl > 0 && in.Settings[engine.NormalizeName("open_files_limit")].Source != "live" {
+		need = max(need, ofl)
+		why += fmt.Sprintf(", open_files_limit %d", ofl)
+		ev = append(ev, in.UintInput("open_files_limit", true, ofl))
+	}
+	why += fmt.Sprintf(") = %d descriptors", need)
+	return engine.Need{N: need, Why: why, Inputs: ev,
+		Short: hostFlavor(in) + " raises its soft limit itself only up to the hard limit and otherwise lowers table_open_cache and max_connections (it logs a warning at start), so the hard limit is what counts.",
+		Live:  "it computed open_files_limit at start, but after the running server's limit is raised, SET GLOBAL table_open_cache and max_connections back to the configured values uses it without a restart"}
+}
+
+func hostFlavor(in *engine.Instance) string {
+	if in.Flavor == "" {
+		return FlavorMySQL
+	}
+	return in.Flavor
 }
 
 func (detector) Tasks(in *engine.Instance) engine.Need {

@@ -64,11 +64,19 @@ func (detector) Backlog(in *engine.Instance) engine.Need {
 	return engine.Need{N: b, Why: fmt.Sprintf("PostgreSQL %s listens with min(2 x MaxBackends, 10000) = %d (MaxBackends = max_connections + autovacuum_max_workers + 1 + max_worker_processes + max_wal_senders = %d)", in.Version, b, mb), Inputs: ev}
 }
 
-// Descriptors: each backend fits max_files_per_process under the soft
-// limit, so there is no fixed need.
-func (detector) Descriptors(in *engine.Instance) engine.Need {
+// Descriptors: at start the postmaster probes how many descriptors it can
+// open, up to max_files_per_process (which counts those already open and
+// the 10 it keeps for system() and dlopen), and every backend inherits
+// that count: the soft limit per process should be max_files_per_process.
+// Each connection and auxiliary process may hold that many at once.
+func (d detector) Descriptors(in *engine.Instance) engine.Need {
 	mf, ok := in.Uint("max_files_per_process", 1000)
-	return engine.Need{Why: fmt.Sprintf("PostgreSQL keeps at most max_files_per_process (%d) files open per backend and fits that under the soft limit", mf), Inputs: []engine.Input{in.UintInput("max_files_per_process", ok, mf)}}
+	procs := d.Tasks(in)
+	return engine.Need{N: mf, Processes: procs.N,
+		Why:     fmt.Sprintf("PostgreSQL keeps at most %s files open per process (including the 10 it reserves)", engine.UintTerm("max_files_per_process", ok, mf)),
+		Inputs:  []engine.Input{in.UintInput("max_files_per_process", ok, mf)},
+		Short:   "Below it PostgreSQL does not fail: it lowers what it keeps open to fit and closes and reopens files more often.",
+		AtStart: "PostgreSQL probes the limit once, when the postmaster starts (set_max_safe_fds), and its backends inherit the result: a raised limit is used after the next restart"}
 }
 
 func (detector) Tasks(in *engine.Instance) engine.Need {

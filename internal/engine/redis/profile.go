@@ -100,9 +100,17 @@ func (d detector) Backlog(in *engine.Instance) engine.Need {
 	return engine.Need{N: v, Why: fmt.Sprintf("tcp-backlog is %d (%s logs a warning at start-up when somaxconn is lower)", v, d.p.Flavor), Inputs: []engine.Input{in.UintInput("tcp-backlog", ok, v)}}
 }
 
+// Descriptors: Redis keeps 32 descriptors beyond maxclients for itself
+// (CONFIG_MIN_RESERVED_FDS). At start and on CONFIG SET maxclients it
+// raises its own limit towards that, and lowers maxclients to what fits
+// when it cannot (it logs that).
 func (d detector) Descriptors(in *engine.Instance) engine.Need {
 	mc, ok := in.Uint("maxclients", 10000)
-	return engine.Need{N: mc + 32, Why: fmt.Sprintf("%s needs maxclients + 32 = %d descriptors and lowers maxclients to fit a smaller limit", d.p.Flavor, mc+32), Inputs: []engine.Input{in.UintInput("maxclients", ok, mc)}}
+	n := mc + 32
+	return engine.Need{N: n, Why: fmt.Sprintf("%s needs %s + 32 reserved = %d descriptors", d.p.Flavor, engine.UintTerm("maxclients", ok, mc), n),
+		Inputs: []engine.Input{in.UintInput("maxclients", ok, mc)},
+		Short:  fmt.Sprintf("%s raises its soft limit itself up to the hard limit and otherwise lowers maxclients to fit.", d.p.Flavor),
+		Live:   fmt.Sprintf("after the running server's limit is raised, CONFIG SET maxclients %d makes it raise its own limit and use it without a restart", mc)}
 }
 
 func (detector) KeepaliveOverride(in *engine.Instance) string {

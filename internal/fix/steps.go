@@ -1,0 +1,178 @@
+package fix
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Phases of the commands that apply fixes now, in the order they must run:
+// the persistent files are installed first (they are listed before the
+// commands), then the daemons that read them reload, then the running
+// kernel and processes change. A restart is never among them (see Restart).
+const (
+	phaseReload = iota
+	phaseApply
+)
+
+// reloadPrefixes start commands that make a daemon re-read installed files.
+var reloadPrefixes = []string{"systemctl daemon-reload", "sysctl --system", "sysctl -p", "udevadm control", "udevadm trigger", "systemd-tmpfiles", "tuned-adm"}
+
+// restartPrefixes start commands that restart a server; a check says so
+// with Fix.Restart instead.
+var restartPrefixes = []string{"systemctl restart", "systemctl try-restart", "service "}
+
+func phaseOf(cmd string) (int, bool) {
+	for _, p := range restartPrefixes {
+		if strings.HasPrefix(cmd, p) || strings.Contains(cmd, "&& "+p) {
+			return 0, false
+		}
+	}
+	for _, p := range reloadPrefixes {
+		if strings.HasPrefix(cmd, p) {
+			return phaseReload, true
+		}
+	}
+	return phaseApply, true
+}
+
+// RuntimeCommands derives the commands that apply a fix now from its
+// structured parts and adds the check's own, ordered so that running them
+// top to bottom after installing the fix's files is correct. systemctl is
+// left out where PID 1 is not systemd, and restarts are never listed.
+func RuntimeCommands(f *Fix, ctx Context) []string {
+	var steps [2][]string
+	add := func(cmd string) {
+		ph, ok := phaseOf(cmd)
+		if !ok || (!ctx.Systemd && strings.HasPrefix(cmd, "systemctl")) {
+			return
+		}
+		for _, s := range steps[ph] {
+			if s == cmd {
+				return
+			}
+		}
+		steps[ph] = append(steps[ph], cmd)
+	}
+	if len(f.Dropins) > 0 {
+		add("systemctl daemon-reload")
+	}
+	for _, kv := range f.Sysctl {
+		add(fmt.Sprintf("sysctl -w %s=%s", kv.Key, kv.Value))
+	}
+	for _, kv := range f.Sysfs {
+		add(fmt.Sprintf("echo %s > %s", kv.Value, kv.Key))
+	}
+	for _, u := range f.Udev {
+		add(fmt.Sprintf("echo %s > /sys/block/%s/%s", u.Value, u.Device, u.Attr))
+	}
+	for _, m := range f.Mount {
+		if len(m.Remove) == 0 && len(m.Add) > 0 {
+			add(fmt.Sprintf("mount -o remount,%s %s", strings.Join(m.Add, ","), m.MountPoint))
+		}
+	}
+	for _, r := range f.Runtime {
+		add(r)
+	}
+	return append(steps[phaseReload], steps[phaseApply]...)
+}
+
+// Steps is the rest of what a person must know to apply the fix: the
+// restart it needs, if any, with its warning, and what replaces the
+// systemctl steps where PID 1 is not systemd. It is "" when nothing is
+// left to say.
+func Steps(f *Fix, ctx Context) string {
+	var out []string
+	cmds := len(RuntimeCommands(f, ctx)) > 0
+	if !ctx.Systemd && (len(f.Dropins) > 0 || hasSystemctl(f.Runtime)) {
+		units := map[string]bool{}
+		for _, d := range f.Dropins {
+			units[d.Unit] = true
+		}
+		s := "PID 1 is not systemd here, so no systemctl step is offered"
+		if len(units) > 0 {
+			s += ": the drop-in for " + strings.Join(sortedKeys(units), ", ") + " takes effect only when systemd starts that unit"
+		}
+		if cmds {
+			s += "; the commands listed change the running system"
+		}
+		out = append(out, s+".")
+	}
+	for _, inst := range noConfig(f, ctx) {
+		if f.Manual != "" {
+			break // the check already says where the setting goes
+		}
+		out = append(out, inst+" reads no configuration file, so dbhost writes no snippet for it: set these options where the server is started (its command line), or start it with a configuration file.")
+	}
+	if r := f.Restart; r != nil {
+		how := "restart it the way it is started"
+		if r.Unit != "" && ctx.Systemd {
+			how = "systemctl restart " + r.Unit
+		} else if r.Unit != "" {
+			how += " (PID 1 is not systemd here, so not with systemctl)"
+		}
+		head := "RESTART NEEDED"
+		if cmds {
+			head += " (no command listed restarts it)"
+		}
+		out = append(out, fmt.Sprintf("%s: %s. A restart interrupts every connection: plan it for a maintenance window, then %s.", head, r.Why, how))
+	}
+	return strings.Join(out, " ")
+}
+
+// noConfig lists the instances the fix configures that read no
+// configuration file (renderConfig writes them nothing).
+func noConfig(f *Fix, ctx Context) []string {
+	seen := map[string]bool{}
+	for _, c := range f.Config {
+		if info, ok := ctx.Instances[c.Instance]; ok && info.NoConfig {
+			seen[c.Instance] = true
+		}
+	}
+	return sortedKeys(seen)
+}
+
+func hasSystemctl(cmds []string) bool {
+	for _, c := range cmds {
+		if strings.HasPrefix(c, "systemctl") {
+			return true
+		}
+	}
+	return false
+}
+
+// Complete adds to a copy of the fix what showing it needs: its ordered
+// commands, its steps in Manual, and its own files.
+func Complete(f *Fix, ctx Context, id, subject string) *Fix {
+	fx := *f
+	fx.Runtime = RuntimeCommands(f, ctx)
+	if s := Steps(f, ctx); s != "" {
+		fx.Manual = strings.TrimSpace(fx.Manual + "\n" + s)
+	}
+	fx.Files = Render(ctx, []Item{{ID: id, Subject: subject, Fix: &fx}})
+	return &fx
+}
+
+// Sequence lists, per finding, the commands to run after installing the
+// files and what else applying it takes, for the README of `dbhost fix`.
+func Sequence(ctx Context, items []Item) []string {
+	var out []string
+	for _, it := range items {
+		cmds := RuntimeCommands(it.Fix, ctx)
+		s := Steps(it.Fix, ctx)
+		if len(cmds) == 0 && s == "" {
+			continue
+		}
+		var b strings.Builder
+		b.WriteString(it.tag() + ":")
+		for _, c := range cmds {
+			b.WriteString("\n      " + c)
+		}
+		if s != "" {
+			b.WriteString("\n      # " + s)
+		}
+		out = append(out, b.String())
+	}
+	sort.Strings(out)
+	return out
+}
