@@ -317,70 +317,94 @@ func judgePGMD5(_ *facts.Facts, in *facts.Instance) Result {
 	if m := in.Major(); m > 0 && m < 10 {
 		return PassR(subj, fmt.Sprintf("PostgreSQL %s has no scram-sha-256 (it came with 10): md5 is its strongest password method; upgrade.", in.Version), Ev("version", in.Version, in.VersionSource))
 	}
-	var why, notes, steps []string
-	pe, pev := pgSetting(in, "password_encryption")
-	ev := []Evidence{pev}
-	if v := strings.ToLower(strings.TrimSpace(pe)); v == "md5" || v == "on" {
-		why = append(why, "password_encryption = "+pe+" stores new passwords as MD5 hashes")
-		steps = append(steps, "ALTER SYSTEM SET password_encryption = 'scram-sha-256'; SELECT pg_reload_conf();")
-	}
-	switch sec := in.Postgres.Security; {
-	case sec == nil:
-		notes = append(notes, "the stored password hashes were not read (no live connection: "+pgOr(in.LiveErr, "none made")+")")
-	case sec.HashesErr != "":
-		notes = append(notes, "the stored password hashes were not read (pg_authid: "+sec.HashesErr+"; it needs a superuser connection)")
-	case len(sec.MD5Roles) > 0:
-		ev = append(ev, Ev("roles with MD5 password hashes", strings.Join(sec.MD5Roles, ", "), "live: pg_authid"))
-		why = append(why, fmt.Sprintf("%d role(s) have MD5 password hashes (%s)", len(sec.MD5Roles), strings.Join(sec.MD5Roles, ", ")))
-		for _, r := range sec.MD5Roles {
-			steps = append(steps, "\\password "+pgIdent(r)+"   -- in psql, after password_encryption is scram-sha-256")
-		}
-	default:
-		ev = append(ev, Ev("roles with MD5 password hashes", fmt.Sprintf("none (%d with SCRAM)", sec.ScramRoles), "live: pg_authid"))
-	}
-	var edits []hbaEdit
-	if hw := hbaUnknown(in); hw != "" {
-		notes = append(notes, hw)
-	} else {
-		ev = append(ev, hbaFileEv(in.Postgres.HBA))
-		for _, l := range in.Postgres.HBA.Lines {
-			if l.Method == "md5" {
-				edits = append(edits, hbaEdit{line: l, after: postgres.FormatHBA(l, "scram-sha-256")})
-				ev = append(ev, hbaLineEv(l))
-			}
-		}
-		if len(edits) > 0 {
-			why = append(why, fmt.Sprintf("%d pg_hba.conf record(s) use md5", len(edits)))
-		}
-	}
-	if len(why) == 0 {
+	var md md5Findings
+	pe := md.encryption(in)
+	md.hashes(in)
+	edits := md.records(in)
+	if len(md.why) == 0 {
 		if hw := hbaUnknown(in); hw != "" {
-			return UnknownR(subj, hw, ev...)
+			return UnknownR(subj, hw, md.ev...)
 		}
-		r := "password_encryption is " + pe + " and no pg_hba.conf record uses md5."
-		if len(notes) > 0 {
-			r += " Not checked: " + strings.Join(notes, "; ") + "."
-		}
-		return PassR(subj, r, ev...)
+		return PassR(subj, "password_encryption is "+pe+" and no pg_hba.conf record uses md5."+md.notChecked(), md.ev...)
 	}
 	extra := ""
-	if len(steps) > 0 {
-		extra = "First, in psql as a superuser:\n" + strings.Join(steps, "\n")
+	if len(md.steps) > 0 {
+		extra = "First, in psql as a superuser:\n" + strings.Join(md.steps, "\n")
 	}
-	var fx *fix.Fix
+	fx := &fix.Fix{Summary: "Move passwords from MD5 to SCRAM on " + subj, Manual: extra}
 	if len(edits) > 0 {
 		fx = hbaFix(in, "Move passwords from MD5 to SCRAM", edits, extra)
-	} else {
-		fx = &fix.Fix{Summary: "Move passwords from MD5 to SCRAM on " + subj, Manual: extra}
 	}
-	if strings.Contains(extra, "password_encryption") {
+	if md.setEncryption {
 		fx.Config = []fix.ConfigChange{{Instance: subj, Engine: string(in.Engine), Key: "password_encryption", Value: "scram-sha-256"}}
 	}
-	reason := strings.Join(why, "; ") + ". An MD5 hash is enough to log in with the md5 method and falls quickly to guessing; scram-sha-256 (available since PostgreSQL 10) is not password-equivalent."
-	if len(notes) > 0 {
-		reason += " Not checked: " + strings.Join(notes, "; ") + "."
+	reason := strings.Join(md.why, "; ") + ". An MD5 hash is enough to log in with the md5 method and falls quickly to guessing; scram-sha-256 (available since PostgreSQL 10) is not password-equivalent." + md.notChecked()
+	return FailR(subj, reason, fx, md.ev...)
+}
+
+// md5Findings gathers what pg.hardening.md5 found: reasons, evidence, the
+// SQL steps of the fix and what could not be checked.
+type md5Findings struct {
+	why, notes, steps []string
+	ev                []Evidence
+	setEncryption     bool
+}
+
+func (md *md5Findings) notChecked() string {
+	if len(md.notes) == 0 {
+		return ""
 	}
-	return FailR(subj, reason, fx, ev...)
+	return " Not checked: " + strings.Join(md.notes, "; ") + "."
+}
+
+// encryption judges password_encryption (md5, or on before 14, is MD5).
+func (md *md5Findings) encryption(in *facts.Instance) string {
+	pe, pev := pgSetting(in, "password_encryption")
+	md.ev = append(md.ev, pev)
+	if v := strings.ToLower(strings.TrimSpace(pe)); v == "md5" || v == "on" {
+		md.why = append(md.why, "password_encryption = "+pe+" stores new passwords as MD5 hashes")
+		md.steps = append(md.steps, "ALTER SYSTEM SET password_encryption = 'scram-sha-256'; SELECT pg_reload_conf();")
+		md.setEncryption = true
+	}
+	return pe
+}
+
+// hashes judges the stored password hashes read from pg_authid.
+func (md *md5Findings) hashes(in *facts.Instance) {
+	switch sec := in.Postgres.Security; {
+	case sec == nil:
+		md.notes = append(md.notes, "the stored password hashes were not read (no live connection: "+pgOr(in.LiveErr, "none made")+")")
+	case sec.HashesErr != "":
+		md.notes = append(md.notes, "the stored password hashes were not read (pg_authid: "+sec.HashesErr+"; it needs a superuser connection)")
+	case len(sec.MD5Roles) > 0:
+		md.ev = append(md.ev, Ev("roles with MD5 password hashes", strings.Join(sec.MD5Roles, ", "), "live: pg_authid"))
+		md.why = append(md.why, fmt.Sprintf("%d role(s) have MD5 password hashes (%s)", len(sec.MD5Roles), strings.Join(sec.MD5Roles, ", ")))
+		for _, r := range sec.MD5Roles {
+			md.steps = append(md.steps, "\\password "+pgIdent(r)+"   -- in psql, after password_encryption is scram-sha-256")
+		}
+	default:
+		md.ev = append(md.ev, Ev("roles with MD5 password hashes", fmt.Sprintf("none (%d with SCRAM)", sec.ScramRoles), "live: pg_authid"))
+	}
+}
+
+// records finds md5 records and proposes scram-sha-256 for them.
+func (md *md5Findings) records(in *facts.Instance) []hbaEdit {
+	if hw := hbaUnknown(in); hw != "" {
+		md.notes = append(md.notes, hw)
+		return nil
+	}
+	md.ev = append(md.ev, hbaFileEv(in.Postgres.HBA))
+	var edits []hbaEdit
+	for _, l := range in.Postgres.HBA.Lines {
+		if l.Method == "md5" {
+			edits = append(edits, hbaEdit{line: l, after: postgres.FormatHBA(l, "scram-sha-256")})
+			md.ev = append(md.ev, hbaLineEv(l))
+		}
+	}
+	if len(edits) > 0 {
+		md.why = append(md.why, fmt.Sprintf("%d pg_hba.conf record(s) use md5", len(edits)))
+	}
+	return edits
 }
 
 // pgIdent quotes a role name for psql when it needs it.

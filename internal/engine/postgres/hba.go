@@ -93,8 +93,14 @@ func ReadHBA(h *host.Host, in *engine.Instance) *engine.PGHBA {
 
 // authFile is the file a setting names, or the data directory's default.
 func authFile(in *engine.Instance, setting, def string) (file, source string) {
-	if s, ok := in.Setting(setting); ok && path.IsAbs(s.Value) {
-		return path.Clean(s.Value), s.Source
+	if s, ok := in.Setting(setting); ok && s.Value != "" {
+		switch {
+		case path.IsAbs(s.Value):
+			return path.Clean(s.Value), s.Source
+		case in.DataDir != "":
+			// The server resolves it from its working directory, the data directory.
+			return path.Join(in.DataDir, s.Value), s.Source
+		}
 	}
 	if in.DataDir == "" {
 		return "", ""

@@ -84,6 +84,11 @@ func TestHBAHbaFileSetting(t *testing.T) {
 	if hba.FileSource != "file:/etc/pg/postgresql.conf:9" {
 		t.Errorf("source %q", hba.FileSource)
 	}
+	// A relative name is relative to the data directory, the server's
+	// working directory.
+	in.Settings["hba_file"] = engine.Setting{Value: "conf/hba", Source: "cmdline"}
+	h = hosttest.Tree(t, map[string]string{"data/conf/hba": "host all all ::/0 reject\n"})
+	wantRecords(t, postgres.ReadHBA(h, in), "hba:1 host all all ::/0 reject")
 }
 
 // TestHBAIncludes: PostgreSQL 16 include directives, relative to the
