@@ -61,6 +61,9 @@ func ReadHBA(h *host.Host, in *engine.Instance) *engine.PGHBA {
 			return
 		}
 		l.File, l.Line, l.Text = file, line, text
+		if redactOptions(&l) {
+			l.Text = FormatHBA(l, l.Method) // the raw text holds the secret
+		}
 		out.Lines = append(out.Lines, l)
 	}
 	if err := r.trust(out.File); err != nil {
@@ -89,6 +92,20 @@ func ReadHBA(h *host.Host, in *engine.Instance) *engine.PGHBA {
 		out.IdentErr = id.Errors
 	}
 	return out
+}
+
+// redactOptions replaces secret option values (ldapbindpasswd,
+// radiussecrets) so that no output shows them; it reports a change.
+func redactOptions(l *engine.HBALine) bool {
+	changed := false
+	for i, o := range l.Options {
+		name, value, _ := strings.Cut(o, "=")
+		if r := host.RedactValue(name, value); r != value {
+			l.Options[i] = name + "=" + r
+			changed = true
+		}
+	}
+	return changed
 }
 
 // authFile is the file a setting names, or the data directory's default.

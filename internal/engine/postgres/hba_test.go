@@ -75,6 +75,21 @@ host all all 192.168.1.7/32 cert clientcert=verify-full
 	}
 }
 
+// TestHBASecretOptions: option values that are secrets never reach the
+// facts (and so no evidence or fix shows them).
+func TestHBASecretOptions(t *testing.T) {
+	hba := readHBA(t, "15", map[string]string{"data/pg_hba.conf": "host all all 10.0.0.0/8 ldap ldapserver=l ldapbindpasswd=s3cr3t\n" +
+		"host all all 10.0.0.0/8 radius radiusservers=r radiussecrets=\"t0p,s3cr3t\"\n"})
+	wantRecords(t, hba,
+		"pg_hba.conf:1 host all all 10.0.0.0/8 ldap ldapserver=l ldapbindpasswd=<redacted>",
+		"pg_hba.conf:2 host all all 10.0.0.0/8 radius radiusservers=r radiussecrets=<redacted>")
+	for _, l := range hba.Lines {
+		if strings.Contains(l.Text+strings.Join(l.Options, " "), "s3cr3t") {
+			t.Errorf("secret kept: %+v", l)
+		}
+	}
+}
+
 func TestHBAHbaFileSetting(t *testing.T) {
 	in := hbaInstance("15")
 	in.Settings["hba_file"] = engine.Setting{Value: "/etc/pg/hba.conf", Source: "file:/etc/pg/postgresql.conf:9"}
