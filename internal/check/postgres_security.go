@@ -107,7 +107,8 @@ record for the role that covers every database and the whole address family (all
 network is the first target of password guessing and bypasses every privilege check
 (it can run programs as the server's user with COPY ... PROGRAM). Administer over the
 Unix socket or SSH. Without a live connection the superusers' names are unknown: a
-record for all users that nothing shadows still fails. Fix: reject records for the
+record for all users reached before any record naming roles still fails; one naming
+roles or groups first leaves it unknown. Fix: reject records for the
 superusers above the first network record, then SELECT pg_reload_conf().`,
 		Refs: []string{refHBA, "https://www.postgresql.org/docs/current/role-attributes.html"},
 		Run:  checkSuperuserRemote,
@@ -465,8 +466,8 @@ func firstNetworkMatch(lines []engine.HBALine, role string, memberOf []string) (
 				continue
 			}
 			m := postgres.HBAUserMatch(l, role, memberOf)
-			if role == "" && m == "no" && l.Method == "reject" && !postgres.HBAAllUsers(l) {
-				unsure = true // a reject for named roles: superusers may be among them
+			if role == "" && m == "no" {
+				unsure = true // a record for named roles or groups: superusers may be among them
 				continue
 			}
 			if m == "maybe" {

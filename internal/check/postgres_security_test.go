@@ -102,6 +102,8 @@ func init() {
 		tcase{name: "not recorded", base: "baseline", id: "pg.hardening.superuser_remote", subject: "postgres:5432", want: check.Unknown},
 		tcase{name: "superusers unknown, all admitted", base: open, mutate: noSecurity(po), id: "pg.hardening.superuser_remote", subject: po, want: check.Fail, says: []string{"every superuser"}},
 		tcase{name: "superusers unknown, named rejects", base: hard, mutate: noSecurity(ph), id: "pg.hardening.superuser_remote", subject: ph, want: check.Unknown},
+		tcase{name: "superusers unknown, a named login record", base: open, mutate: both(noSecurity(po), withHBA(po, hbaRec(1, "host", "all", "admin", "0.0.0.0/0", "scram-sha-256"))), id: "pg.hardening.superuser_remote", subject: po, want: check.Unknown},
+		tcase{name: "superusers known, a named login record for another role", base: open, mutate: withHBA(po, hbaRec(1, "host", "all", "admin", "0.0.0.0/0", "scram-sha-256")), id: "pg.hardening.superuser_remote", subject: po, want: check.Pass},
 		tcase{name: "superuser in +apps, IPv6 reject gone", base: hard, mutate: both(
 			pgMutate(ph, func(in *facts.Instance) {
 				in.Postgres.Security.Superusers = []engine.PGRole{{Name: "postgres"}, {Name: "root", MemberOf: []string{"apps"}}}

@@ -534,7 +534,7 @@ func HBAUserMatch(l engine.HBALine, role string, memberOf []string) string {
 	res := "no"
 	for _, t := range l.Users {
 		switch {
-		case !t.Quoted && t.Text == "all", t.Text == role:
+		case !t.Quoted && t.Text == "all", role != "" && t.Text == role:
 			return "yes"
 		case !t.Quoted && strings.HasPrefix(t.Text, "+"):
 			for _, g := range memberOf {
@@ -542,7 +542,7 @@ func HBAUserMatch(l engine.HBALine, role string, memberOf []string) string {
 					return "yes"
 				}
 			}
-			if t.Text[1:] == role {
+			if role != "" && t.Text[1:] == role {
 				return "yes"
 			}
 		case strings.HasPrefix(t.Text, "/") && len(t.Text) > 1:
@@ -550,16 +550,6 @@ func HBAUserMatch(l engine.HBALine, role string, memberOf []string) string {
 		}
 	}
 	return res
-}
-
-// HBAAllUsers reports a record whose user field is the keyword all.
-func HBAAllUsers(l engine.HBALine) bool {
-	for _, t := range l.Users {
-		if !t.Quoted && t.Text == "all" {
-			return true
-		}
-	}
-	return false
 }
 
 // FormatHBA writes a record in pg_hba.conf syntax with another method (and
