@@ -126,7 +126,7 @@ superusers, and so run code with their rights (CVE-2018-1058). PostgreSQL 15 rev
 it for new clusters; clusters upgraded with pg_upgrade keep the old grant. Fix:
 REVOKE CREATE ON SCHEMA public FROM PUBLIC in every database and in template1. Needs a
 live connection.`,
-		Refs: []string{refSchemas, "https://www.postgresql.org/about/news/postgresql-103-968-9512-9417-and-9322-released-1834/"},
+		Refs: []string{refSchemas, "https://www.postgresql.org/support/security/CVE-2018-1058/", "https://www.postgresql.org/docs/release/15.0/"},
 		Run:  checkPublicCreate,
 	})
 }
