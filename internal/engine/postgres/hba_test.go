@@ -88,6 +88,15 @@ func TestHBASecretOptions(t *testing.T) {
 			t.Errorf("secret kept: %+v", l)
 		}
 	}
+	// A snapshot stores the file redacted (ReadConfig), still parseable.
+	red := string(host.Redact([]byte("host all all 10.0.0.0/8 ldap ldapbindpasswd=s3cr3t\nhost all all 10.0.0.0/8 radius radiusservers=r radiussecrets=\"t0p,s3cr3t\"\n")))
+	if strings.Contains(red, "s3cr3t") {
+		t.Errorf("snapshot keeps a secret:\n%s", red)
+	}
+	hba = readHBA(t, "15", map[string]string{"data/pg_hba.conf": red})
+	if len(hba.Lines) != 2 || len(hba.Errors) > 0 {
+		t.Errorf("redacted file: %v %v", records(hba), hba.Errors)
+	}
 }
 
 func TestHBAHbaFileSetting(t *testing.T) {
