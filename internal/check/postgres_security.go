@@ -199,6 +199,9 @@ func hbaFileEv(hba *engine.PGHBA) Evidence {
 	if len(hba.Errors) > 0 {
 		v += "; problems: " + strings.Join(hba.Errors, "; ")
 	}
+	if len(hba.IdentErr) > 0 {
+		v += "; pg_ident.conf problems: " + strings.Join(hba.IdentErr, "; ")
+	}
 	return Ev("hba_file", v, hba.FileSource)
 }
 

@@ -194,6 +194,11 @@ func TestPGSecurityFixes(t *testing.T) {
 		[]string{"Insert above /tmp/", "host all postgres 0.0.0.0/0 reject\n  host all postgres ::/0 reject"}, "superusers that can log in=postgres")
 	wantFix(t, pgFinding(t, open, func(f *facts.Facts) { instance(f, po).Postgres.Security = nil }, "pg.hardening.superuser_remote", po),
 		[]string{"List every superuser"})
+	// Problems met reading the files travel with the evidence.
+	wantFix(t, pgFinding(t, open, pgMutate(po, func(in *facts.Instance) {
+		in.Postgres.HBA.Errors = []string{"/data/pg_hba.conf:9: invalid authentication method \"magic\""}
+		in.Postgres.HBA.IdentErr = []string{"/data/pg_ident.conf:2: a user name map line needs 3 fields"}
+	}), "pg.hardening.hba_trust", po), nil, `problems: /data/pg_hba.conf:9: invalid authentication method "magic"; pg_ident.conf problems: /data/pg_ident.conf:2`)
 	wantFix(t, pgFinding(t, open, nil, "pg.hardening.public_create", po),
 		[]string{"REVOKE CREATE ON SCHEMA public FROM PUBLIC;", "template1"}, "public ACL={pg_database_owner=UC/pg_database_owner,=UC/pg_database_owner} @live: pg_namespace in database postgres")
 }

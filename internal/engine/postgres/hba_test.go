@@ -303,3 +303,24 @@ func TestHBASnapshot(t *testing.T) {
 		}
 	}
 }
+
+// TestIdentFile: pg_ident.conf is read with the same grammar and includes
+// (ident_file, default $PGDATA/pg_ident.conf); lines without three fields
+// are reported.
+func TestIdentFile(t *testing.T) {
+	hba := readHBA(t, "16", map[string]string{
+		"data/pg_hba.conf":   "local all all peer map=admins\n",
+		"data/pg_ident.conf": "admins root postgres\nadmins \"/^(.*)@corp$\" \\1\ninclude more.ident\nbroken line\n",
+		"data/more.ident":    "admins alice app\n",
+	})
+	if hba.IdentFile != "/data/pg_ident.conf" || hba.IdentMaps != 3 {
+		t.Errorf("ident %q maps %d", hba.IdentFile, hba.IdentMaps)
+	}
+	if len(hba.IdentErr) != 1 || !strings.Contains(hba.IdentErr[0], "pg_ident.conf:4: a user name map line needs 3 fields") {
+		t.Errorf("ident errors %v", hba.IdentErr)
+	}
+	// A missing pg_ident.conf is normal.
+	if hba := readHBA(t, "16", map[string]string{"data/pg_hba.conf": "local all all peer\n"}); len(hba.IdentErr) != 0 {
+		t.Errorf("missing ident file: %v", hba.IdentErr)
+	}
+}
