@@ -78,20 +78,27 @@ func ReadHBA(h *host.Host, in *engine.Instance) *engine.PGHBA {
 	}
 	out.Errors = r.Errors
 
-	out.IdentFile, _ = authFile(in, "ident_file", "pg_ident.conf")
-	if out.IdentFile != "" {
-		id := &hbaReader{includer: includer{h: h, trust: trustedFile(h, in.UID)}, major: in.Major()}
-		id.record = func(file string, line int, _ string, fields []hbaField) {
-			if len(fields) != 3 {
-				id.errorf(file, line, "a user name map line needs 3 fields (map, system user, database user), it has %d", len(fields))
-				return
-			}
-			out.IdentMaps++
-		}
-		id.read(out.IdentFile, "", 0, true, "")
-		out.IdentErr = id.Errors
-	}
+	readIdent(h, in, out)
 	return out
+}
+
+// readIdent reads ident_file (user name maps), counting its maps and
+// reporting lines the server rejects. Its absence is not an error.
+func readIdent(h *host.Host, in *engine.Instance, out *engine.PGHBA) {
+	out.IdentFile, _ = authFile(in, "ident_file", "pg_ident.conf")
+	if out.IdentFile == "" {
+		return
+	}
+	id := &hbaReader{includer: includer{h: h, trust: trustedFile(h, in.UID)}, major: in.Major()}
+	id.record = func(file string, line int, _ string, fields []hbaField) {
+		if len(fields) != 3 {
+			id.errorf(file, line, "a user name map line needs 3 fields (map, system user, database user), it has %d", len(fields))
+			return
+		}
+		out.IdentMaps++
+	}
+	id.read(out.IdentFile, "", 0, true, "")
+	out.IdentErr = id.Errors
 }
 
 // redactOptions replaces secret option values (ldapbindpasswd,
