@@ -145,6 +145,10 @@ type PostgresInfo struct {
 	Databases []PGDatabase `json:"databases,omitempty"`
 	// Cluster is the Debian cluster name ("15/main"), if any.
 	Cluster string `json:"cluster,omitempty"`
+	// HBA is pg_hba.conf as read from hba_file (nil: not looked for);
+	// Security what a live connection read about logins (nil: none).
+	HBA      *PGHBA      `json:"hba,omitempty"`
+	Security *PGSecurity `json:"security,omitempty"`
 }
 
 // PGDatabase is one database's collation facts.

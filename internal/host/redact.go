@@ -40,10 +40,11 @@ var assignment = regexp.MustCompile(`^(\s*[-]?\s*[A-Za-z0-9_.\-]+)(\s*[=:]\s*|\s
 
 // inlineSecret finds "password=..." inside connection strings and query
 // strings (primary_conninfo, ?password=, sslpassword=, MASTER_PASSWORD='x';
-// wsrep_sst_auth=user:pass is caught by its key).
+// wsrep_sst_auth=user:pass is caught by its key), and options in the middle
+// of a line (pg_hba.conf's ldapbindpasswd=, radiussecrets=).
 // A value quoted inside a single-quoted postgresql.conf string doubles its
 // quotes: password=”p w”.
-var inlineSecret = regexp.MustCompile(`(?i)(password|passwd|pwd)\s*=\s*(''(?:[^']|\\')*''|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s'"&;,)]+)`)
+var inlineSecret = regexp.MustCompile(`(?i)(password|passwd|pwd|secrets?)\s*=\s*(''(?:[^']|\\')*''|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s'"&;,)]+)`)
 
 // uriUserinfo finds the password of a URI's userinfo in any scheme
 // (postgresql://u:PW@h, mysql://, mongodb+srv://, redis://:PW@h, amqp://,
@@ -72,7 +73,7 @@ func redactInline(s string) string {
 		s = uriUserinfo.ReplaceAllString(s, "${1}"+Redacted+"@")
 		s = redisUserOnly.ReplaceAllString(s, "${1}"+Redacted+"@")
 	}
-	if strings.Contains(l, "password") || strings.Contains(l, "passwd") || strings.Contains(l, "pwd") {
+	if strings.Contains(l, "password") || strings.Contains(l, "passwd") || strings.Contains(l, "pwd") || strings.Contains(l, "secret") {
 		s = inlineSecret.ReplaceAllString(s, "${1}="+Redacted)
 	}
 	if strings.Contains(l, "identified") || strings.Contains(l, "password") {

@@ -29,6 +29,8 @@ type live struct {
 	Settings  []liveSetting       `json:"settings"`
 	Databases []engine.PGDatabase `json:"databases,omitempty"`
 	DBErr     string              `json:"databases_error,omitempty"`
+	// Security is nil in snapshots recorded before it was read.
+	Security *engine.PGSecurity `json:"security,omitempty"`
 }
 
 type liveSetting struct {
@@ -354,6 +356,7 @@ func query(ctx context.Context, conn *pgconn.PgConn) (*live, error) {
 	default:
 		l.DBErr = shortErr(firstErr(err, results))
 	}
+	l.Security = querySecurity(ctx, conn)
 	for _, r := range dbRows {
 		if len(r) < 5 {
 			continue
@@ -412,4 +415,60 @@ func liveSource(s liveSetting) string {
 		return "live:cmdline"
 	}
 	return "live"
+}
+
+// The authentication queries, one round trip. Each answers without a
+// secret: role names, the public schema's ACL, and for pg_authid (readable
+// by superusers only, so it comes last) the kind of hash, never the hash.
+const (
+	// Superusers that can log in, with every role they belong to (the
+	// server's +group test follows memberships, not superuser powers).
+	superusersSQL = `WITH RECURSIVE m(member, roleid) AS (SELECT member, roleid FROM pg_auth_members UNION SELECT m.member, a.roleid FROM m JOIN pg_auth_members a ON a.member = m.roleid) ` +
+		`SELECT r.rolname, COALESCE((SELECT json_agg(g.rolname ORDER BY g.rolname) FROM m JOIN pg_roles g ON g.oid = m.roleid WHERE m.member = r.oid), '[]') FROM pg_roles r WHERE r.rolsuper AND r.rolcanlogin ORDER BY 1`
+	// Whether PUBLIC (grantee 0) holds CREATE on schema public; a NULL ACL
+	// means the built-in default for a schema.
+	publicSQL = `SELECT current_database(), COALESCE(n.nspacl::text, ''), EXISTS (SELECT 1 FROM aclexplode(COALESCE(n.nspacl, acldefault('n', n.nspowner))) a WHERE a.grantee = 0 AND a.privilege_type = 'CREATE') FROM pg_namespace n WHERE n.nspname = 'public'`
+	hashesSQL = `SELECT rolname, CASE WHEN rolpassword LIKE 'md5%' THEN 'md5' WHEN rolpassword LIKE 'SCRAM-SHA-256$%' THEN 'scram' ELSE 'other' END FROM pg_authid WHERE rolcanlogin AND rolpassword IS NOT NULL ORDER BY 1`
+)
+
+// querySecurity reads roles, the public schema's privileges and password
+// hash kinds. A statement that fails leaves its part unknown, with why.
+func querySecurity(ctx context.Context, conn *pgconn.PgConn) *engine.PGSecurity {
+	s := &engine.PGSecurity{Superusers: []engine.PGRole{}}
+	results, err := conn.Exec(ctx, superusersSQL+";\n"+publicSQL+";\n"+hashesSQL).ReadAll()
+	part := func(i int) ([][][]byte, string) {
+		switch {
+		case i < len(results) && results[i].Err == nil:
+			return results[i].Rows, ""
+		case i < len(results):
+			return nil, shortErr(results[i].Err)
+		case err != nil:
+			return nil, shortErr(err) // an earlier statement failed, or the connection
+		}
+		return nil, "no answer"
+	}
+	rows, why := part(0)
+	s.RolesErr = why
+	for _, r := range rows {
+		role := engine.PGRole{Name: string(r[0])}
+		if err := json.Unmarshal(r[1], &role.MemberOf); err != nil {
+			s.RolesErr = "memberships of " + role.Name + ": " + err.Error()
+		}
+		s.Superusers = append(s.Superusers, role)
+	}
+	rows, s.PublicErr = part(1)
+	for _, r := range rows {
+		s.Database, s.PublicACL = string(r[0]), string(r[1])
+		s.PublicSchema, s.PublicCreate = true, string(r[2]) == "t"
+	}
+	rows, s.HashesErr = part(2)
+	for _, r := range rows {
+		switch string(r[1]) {
+		case "md5":
+			s.MD5Roles = append(s.MD5Roles, string(r[0]))
+		case "scram":
+			s.ScramRoles++
+		}
+	}
+	return s
 }

@@ -33,6 +33,15 @@ const AutoConf = "postgresql.auto.conf"
 // the server's order, the effective assignments (the last one of each name
 // wins), and the problems met on the way.
 type Config struct {
+	includer
+	settings map[string]assignment
+	capped   bool // maxSettings reached (reported once)
+}
+
+// includer reads a configuration file with its include directives the way
+// the server does (depth limit, loop detection, include_dir order, size
+// bounds). postgresql.conf and pg_hba.conf/pg_ident.conf share it.
+type includer struct {
 	// Files are the files read, in order.
 	Files []string
 	// IncludeDirs are the include_dir directories, resolved, in order.
@@ -41,11 +50,11 @@ type Config struct {
 	// errors, each prefixed with "file:line".
 	Errors []string
 
-	h        *host.Host
-	settings map[string]assignment
-	stack    []string // files being read, for loop detection
-	bytes    int
-	capped   bool // maxSettings reached (reported once)
+	h     *host.Host
+	stack []string // files being read, for loop detection
+	bytes int
+	// trust, when set, vets a file before it is read (nil: read it).
+	trust func(file string) error
 }
 
 // assignment is where a setting was last assigned. The source string is
@@ -58,7 +67,7 @@ type assignment struct {
 
 // NewConfig starts reading an instance's configuration through h.
 func NewConfig(h *host.Host) *Config {
-	return &Config{h: h, settings: map[string]assignment{}}
+	return &Config{includer: includer{h: h}, settings: map[string]assignment{}}
 }
 
 // ReadMain reads the main configuration file with its includes.
@@ -88,7 +97,7 @@ func (c *Config) Settings() map[string]engine.Setting {
 	return out
 }
 
-func (c *Config) errorf(from string, line int, format string, args ...any) {
+func (c *includer) errorf(from string, line int, format string, args ...any) {
 	prefix := from
 	if line > 0 {
 		prefix += ":" + strconv.Itoa(line)
@@ -104,37 +113,12 @@ func (c *Config) errorf(from string, line int, format string, args ...any) {
 // ifExists: a missing file is skipped silently (include_if_exists, and
 // postgresql.auto.conf).
 func (c *Config) readFile(file, from string, fromLine int, ifExists bool, directive string) {
-	if depth := len(c.stack); depth > maxDepth {
-		c.errorf(from, fromLine, "%s %q: nested more than %d levels deep; the server refuses it", directive, file, maxDepth)
+	b, ok := c.enter(file, from, fromLine, ifExists, directive)
+	if !ok {
 		return
 	}
-	for _, f := range c.stack {
-		if f == file {
-			c.errorf(from, fromLine, "include loop: %s includes %s, which is already being read (the server fails with \"maximum nesting depth exceeded\")", from, file)
-			return
-		}
-	}
-	if len(c.Files) >= maxFiles || c.bytes >= maxBytes {
-		c.errorf(from, fromLine, "%s: not read, the configuration already spans %d files / %d MiB", file, len(c.Files), c.bytes>>20)
-		return
-	}
-	b, err := c.h.ReadConfig(file)
-	if err != nil {
-		if ifExists && host.IsNotExist(err) {
-			return
-		}
-		what := "cannot read configuration file " + file
-		if directive != "" {
-			what = directive + " " + strconv.Quote(file)
-		}
-		c.errorf(from, fromLine, "%s: %s", what, reason(err, file))
-		return
-	}
-	c.bytes += len(b)
-	idx := len(c.Files)
-	c.Files = append(c.Files, file)
-	c.stack = append(c.stack, file)
-	defer func() { c.stack = c.stack[:len(c.stack)-1] }()
+	defer c.leave()
+	idx := len(c.Files) - 1
 	dir := path.Dir(file)
 	errs, truncated := ParseConf(b, func(d Directive) {
 		switch d.Name {
@@ -143,7 +127,7 @@ func (c *Config) readFile(file, from string, fromLine int, ifExists bool, direct
 		case "include_if_exists":
 			c.readFile(resolve(dir, d.Value), file, d.Line, true, d.Name)
 		case "include_dir":
-			c.readDir(resolve(dir, d.Value), file, d.Line)
+			c.readDir(resolve(dir, d.Value), file, d.Line, func(p string) { c.readFile(p, file, d.Line, false, "include_dir file") })
 		default:
 			c.assign(d, idx)
 		}
@@ -156,6 +140,52 @@ func (c *Config) readFile(file, from string, fromLine int, ifExists bool, direct
 	}
 }
 
+// enter checks the depth, loops and bounds, reads a file and pushes it on
+// the include stack; ok is false when it was not read (the reason is in
+// Errors, or it was an absent ifExists file). Each successful enter needs
+// a leave once the file is parsed.
+func (c *includer) enter(file, from string, fromLine int, ifExists bool, directive string) ([]byte, bool) {
+	if depth := len(c.stack); depth > maxDepth {
+		c.errorf(from, fromLine, "%s %q: nested more than %d levels deep; the server refuses it", directive, file, maxDepth)
+		return nil, false
+	}
+	for _, f := range c.stack {
+		if f == file {
+			c.errorf(from, fromLine, "include loop: %s includes %s, which is already being read (the server fails with \"maximum nesting depth exceeded\")", from, file)
+			return nil, false
+		}
+	}
+	if len(c.Files) >= maxFiles || c.bytes >= maxBytes {
+		c.errorf(from, fromLine, "%s: not read, the configuration already spans %d files / %d MiB", file, len(c.Files), c.bytes>>20)
+		return nil, false
+	}
+	what := "cannot read configuration file " + file
+	if directive != "" {
+		what = directive + " " + strconv.Quote(file)
+	}
+	var b []byte
+	var err error
+	if c.trust != nil {
+		err = c.trust(file)
+	}
+	if err == nil {
+		b, err = c.h.ReadConfig(file)
+	}
+	if err != nil {
+		if ifExists && host.IsNotExist(err) {
+			return nil, false
+		}
+		c.errorf(from, fromLine, "%s: %s", what, reason(err, file))
+		return nil, false
+	}
+	c.bytes += len(b)
+	c.Files = append(c.Files, file)
+	c.stack = append(c.stack, file)
+	return b, true
+}
+
+func (c *includer) leave() { c.stack = c.stack[:len(c.stack)-1] }
+
 func (c *Config) assign(d Directive, file int) {
 	if _, ok := c.settings[d.Name]; !ok && len(c.settings) >= maxSettings {
 		if !c.capped {
@@ -167,10 +197,10 @@ func (c *Config) assign(d Directive, file int) {
 	c.settings[d.Name] = assignment{value: d.Value, file: file, line: d.Line}
 }
 
-// readDir reads the files of an include_dir: names ending in ".conf" that do
-// not start with a dot, in byte order (the server sorts with strcmp),
-// skipping subdirectories.
-func (c *Config) readDir(dir, from string, fromLine int) {
+// readDir reads the files of an include_dir with read: names ending in
+// ".conf" that do not start with a dot, in byte order (the server sorts
+// with strcmp), skipping subdirectories.
+func (c *includer) readDir(dir, from string, fromLine int, read func(p string)) {
 	if len(c.stack) > maxDepth {
 		c.errorf(from, fromLine, "include_dir %q: nested more than %d levels deep; the server refuses it", dir, maxDepth)
 		return
@@ -195,7 +225,7 @@ func (c *Config) readDir(dir, from string, fromLine int) {
 		if st.IsDir {
 			continue
 		}
-		c.readFile(p, from, fromLine, false, "include_dir file")
+		read(p)
 	}
 }
 

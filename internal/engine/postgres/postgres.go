@@ -119,6 +119,7 @@ func (detector) Inspect(ctx context.Context, h *host.Host, p engine.Process, t *
 		applyDefaults(in, in.Major())
 	}
 	fillPaths(h, in)
+	in.Postgres.HBA = ReadHBA(h, in)
 	return in, nil
 }
 
@@ -230,6 +231,7 @@ func applyLive(in *engine.Instance, l *live) {
 		in.Version, in.VersionSource = v[0], "live"
 	}
 	in.Postgres.Databases = l.Databases
+	in.Postgres.Security = l.Security
 	if l.DBErr != "" {
 		in.LiveErr = "databases: " + l.DBErr
 	}
