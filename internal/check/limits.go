@@ -60,7 +60,10 @@ recommended setting; also used where dbhost cannot count the tasks). "unlimited"
 risk of its own: a runaway server or fork loop can then exhaust the kernel's task
 table and take sshd and everything else down with it. The fix sets twice the need
 (the rest of the user's tasks count too) in limits.d, LimitNPROC= in a drop-in for the
-systemd unit, and prlimit for the running process (the kernel checks it at each fork).`,
+systemd unit, and prlimit for the running process (the kernel checks it at each fork).
+For a server running as root the limit is moot: the kernel does not enforce
+RLIMIT_NPROC for real user ID 0 (getrlimit(2)), so the check passes and points at
+security.db_as_root, which judges running as root itself.`,
 		Refs: []string{"https://www.mongodb.com/docs/manual/reference/ulimit/", "https://man7.org/linux/man-pages/man2/getrlimit.2.html"},
 		Run:  checkNproc,
 	})
@@ -219,9 +222,12 @@ func checkNproc(f *facts.Facts) []Result {
 		}
 		need := nprocNeed(in)
 		ev := append([]Evidence{limitEv(in, "nproc", r)}, needEv(need)...)
-		rootNote := ""
 		if in.UID == 0 {
-			rootNote = " It runs as root, for which the kernel does not enforce this limit, which is one more reason not to run it as root (see security.db_as_root)."
+			// fork and clone skip RLIMIT_NPROC for a real uid 0
+			// (kernel/fork.c): whatever the limit says, it is moot.
+			out = append(out, PassR(subj, fmt.Sprintf("%s runs as root, for which the kernel does not enforce the process limit (soft %s, hard %s): the value is moot here. Running as root is the problem (see security.db_as_root); once the server runs as its own user, this limit applies: %s.",
+				limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), need.Why), ev...))
+			continue
 		}
 		// The limit counts every task of the user: twice the need leaves
 		// room for the rest of them.
@@ -229,13 +235,13 @@ func checkNproc(f *facts.Facts) []Result {
 		problems := limBelow(r, need.N)
 		switch {
 		case r.Soft == host.Unlimited || r.Hard == host.Unlimited:
-			out = append(out, FailR(subj, fmt.Sprintf("%s has no process limit (soft %s, hard %s): a runaway server or a fork loop under its user can fill the kernel's task table, and then sshd cannot fork a shell to fix it. Use a high but finite limit: %s.%s",
-				limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), need.Why, rootNote), limitFix(f, in, "nproc", "LimitNPROC", want, engine.Need{}), ev...))
+			out = append(out, FailR(subj, fmt.Sprintf("%s has no process limit (soft %s, hard %s): a runaway server or a fork loop under its user can fill the kernel's task table, and then sshd cannot fork a shell to fix it. Use a high but finite limit: %s.",
+				limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), need.Why), limitFix(f, in, "nproc", "LimitNPROC", want, engine.Need{}), ev...))
 		case len(problems) > 0:
-			out = append(out, FailR(subj, fmt.Sprintf("%s: %s for the processes and threads of its whole user; %s. With one backend process (PostgreSQL) or thread (MySQL, MongoDB) per connection, connections beyond it fail with \"Resource temporarily unavailable\".%s",
-				limPidDesc(in), strings.Join(problems, ", "), need.Why, rootNote), limitFix(f, in, "nproc", "LimitNPROC", want, engine.Need{}), ev...))
+			out = append(out, FailR(subj, fmt.Sprintf("%s: %s for the processes and threads of its whole user; %s. With one backend process (PostgreSQL) or thread (MySQL, MongoDB) per connection, connections beyond it fail with \"Resource temporarily unavailable\".",
+				limPidDesc(in), strings.Join(problems, ", "), need.Why), limitFix(f, in, "nproc", "LimitNPROC", want, engine.Need{}), ev...))
 		default:
-			out = append(out, PassR(subj, fmt.Sprintf("%s may run %s processes and threads (hard %s), finite: %s.%s", limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), need.Why, rootNote), ev...))
+			out = append(out, PassR(subj, fmt.Sprintf("%s may run %s processes and threads (hard %s), finite: %s.", limPidDesc(in), host.FormatLimit(r.Soft), host.FormatLimit(r.Hard), need.Why), ev...))
 		}
 	}
 	return out

@@ -93,6 +93,11 @@ func init() {
 		tcase{name: "131", base: b, mutate: rlimit(pg, nproc, 131, 131), id: "limits.nproc", subject: pg, want: check.Pass},
 		tcase{name: "130", base: b, mutate: rlimit(pg, nproc, 130, 131), id: "limits.nproc", subject: pg, want: check.Fail},
 		tcase{name: "unlimited", base: b, mutate: rlimit(pg, nproc, host.Unlimited, host.Unlimited), id: "limits.nproc", subject: pg, want: check.Fail},
+		// Moot for a server running as root: the kernel does not enforce
+		// it for uid 0 (the shared Redis runs as root).
+		tcase{name: "root, 100", base: "baseline", mutate: rlimit("redis:6379", nproc, 100, 100), id: "limits.nproc", subject: "redis:6379", want: check.Pass, says: []string{"moot", "security.db_as_root"}},
+		tcase{name: "root, unlimited", base: "baseline", mutate: rlimit("redis:6379", nproc, host.Unlimited, host.Unlimited), id: "limits.nproc", subject: "redis:6379", want: check.Pass, says: []string{"moot"}},
+		tcase{name: "same Redis as its own user, 100", base: "baseline", mutate: all(rlimit("redis:6379", nproc, 100, 100), func(f *facts.Facts) { instance(f, "redis:6379").UID = 999 }), id: "limits.nproc", subject: "redis:6379", want: check.Fail},
 		tcase{name: "MongoDB without maxIncomingConnections 64000", base: "mongo-6", mutate: rlimit(mg, nproc, 64000, 64000), id: "limits.nproc", subject: mg, want: check.Pass},
 		tcase{name: "MongoDB without maxIncomingConnections 63999", base: "mongo-6", mutate: rlimit(mg, nproc, 63999, 63999), id: "limits.nproc", subject: mg, want: check.Fail},
 
