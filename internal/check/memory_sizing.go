@@ -353,7 +353,7 @@ func checkRedisMaxmemory(f *facts.Facts) []Result {
 		}
 		v := mm.Propose(c.b.room / 2)
 		fx := sizingFix(c, fmt.Sprintf("Set maxmemory to %s (half of %s: a persistence fork can double what the dataset touches)", v, humanBytes(c.b.room)), "maxmemory", v, false)
-		fx.Runtime = []string{"redis-cli CONFIG SET maxmemory " + v}
+		fx.Runtime = []string{redisCLI(c.m.in) + " CONFIG SET maxmemory " + v}
 		shared := len(c.b.others) > 0 || c.b.limited
 		switch {
 		case mm.Unbounded && shared:

@@ -205,16 +205,22 @@ func redisWhyUnprotected(in *facts.Instance) string {
 	return "before Redis 7.0 protected mode is off as soon as a bind address is set, and bind is " + strconv.Quote(in.SettingValue("bind"))
 }
 
+// redisCLI is the redis-cli command that reaches the instance: its TCP
+// port, or its Unix socket when it listens on none.
+func redisCLI(in *facts.Instance) string {
+	if in.Port == 0 {
+		if s := in.SettingValue("unixsocket"); s != "" {
+			return "redis-cli -s " + s
+		}
+	}
+	return fmt.Sprintf("redis-cli -p %d", in.Port)
+}
+
 // redisAuthFix closes the server to remote clients without a password. On
 // 7.0+ protected mode does it at runtime; before, only binding loopback
 // does. Serving remote clients needs a password, which dbhost cannot choose.
 func redisAuthFix(in *facts.Instance, subj string) *fix.Fix {
-	cli := fmt.Sprintf("redis-cli -p %d", in.Port)
-	if in.Port == 0 {
-		if s := in.SettingValue("unixsocket"); s != "" {
-			cli = "redis-cli -s " + s
-		}
-	}
+	cli := redisCLI(in)
 	manual := "To serve clients on other hosts, give them a password instead: set requirepass to a long random value (or define ACL users with passwords) in the server's configuration, restart or CONFIG SET it, and configure the clients; keep protected mode on."
 	if in.Version != "" && engine.VersionAtLeast(in.Version, "7.0") {
 		return &fix.Fix{
@@ -269,7 +275,7 @@ func checkRedisPersistence(f *facts.Facts) []Result {
 				&fix.Fix{
 					Summary: "Fsync the append-only file every second",
 					Config:  []fix.ConfigChange{{Instance: subj, Engine: string(engine.Redis), Key: "appendfsync", Value: "everysec"}},
-					Runtime: []string{fmt.Sprintf("redis-cli -p %d CONFIG SET appendfsync everysec", in.Port)},
+					Runtime: []string{redisCLI(in) + " CONFIG SET appendfsync everysec"},
 				}, ev...))
 		case aof:
 			loss := "up to about 2 s of acknowledged writes on a crash or power loss (everysec: a slow fsync is waited for up to 2 s before writes continue, so not 1 s)"
