@@ -190,6 +190,11 @@ type hugeUser struct {
 	poolKB  int
 	need    int64
 	advised bool
+	// persists: something starts the instance at boot (persistWhy says
+	// what, or why not). Page counts in fixes cover only these: a server
+	// started by hand from a temporary directory does not come back.
+	persists   bool
+	persistWhy string
 }
 
 // pendingHugeUsers lists the instances that want huge pages of a pool but
@@ -200,13 +205,39 @@ func pendingHugeUsers(f *facts.Facts) []hugeUser {
 		if in.Mem.UsesHugetlb() {
 			continue
 		}
-		if u, ok := pgPendingHuge(f, in); ok {
-			out = append(out, u)
-		} else if u, ok := mysqlPendingHuge(f, in); ok {
+		u, ok := pgPendingHuge(f, in)
+		if !ok {
+			u, ok = mysqlPendingHuge(f, in)
+		}
+		if ok {
+			u.persists, u.persistWhy = instancePersists(in)
 			out = append(out, u)
 		}
 	}
 	return out
+}
+
+// instancePersists says whether something starts the instance at boot: the
+// systemd unit it runs in, or the engine's packaged unit that names it
+// (engine.Profile.Units/UnitStarts). The reason says which, or why not.
+func instancePersists(in *facts.Instance) (bool, string) {
+	if in.Unit != nil && !in.Unit.Masked {
+		how := "it runs in that unit"
+		if in.Unit.How == "installed" {
+			how = "the unit's files name this server"
+		}
+		return true, fmt.Sprintf("systemd unit %s starts it at boot (%s)", in.Unit.Name, how)
+	}
+	why := "no systemd unit or packaged service starts it at boot: it was started by hand"
+	if in.DataDir != "" {
+		why += " (data directory " + in.DataDir + ")"
+	}
+	return false, why + " and does not come back after a reboot"
+}
+
+// poolMatch reports whether a user's pages come from pool p.
+func (u hugeUser) poolMatch(p facts.HugePagePool) bool {
+	return u.poolKB == p.SizeKB || (u.poolKB == 0 && p.Default)
 }
 
 // pgPendingHuge: a PostgreSQL that asks for huge pages (try or on), or
@@ -223,7 +254,7 @@ func pgPendingHuge(f *facts.Facts, in *facts.Instance) (hugeUser, bool) {
 	}
 	kb := pgPageKB(f, in)
 	need, _, ok := pgHugeNeed(f, in, kb)
-	return hugeUser{in, kb, need, advised}, ok
+	return hugeUser{in: in, poolKB: kb, need: need, advised: advised}, ok
 }
 
 // mysqlPendingHuge: a MySQL with large_pages on.
@@ -236,16 +267,18 @@ func mysqlPendingHuge(f *facts.Facts, in *facts.Instance) (hugeUser, bool) {
 	}
 	kb := f.Memory.DefaultHugePageKB()
 	need, _, ok := mysqlNeed(in, kb)
-	return hugeUser{in, kb, need, false}, ok
+	return hugeUser{in: in, poolKB: kb, need: need}, ok
 }
 
 // poolTarget is the nr_hugepages that leaves every pending user of the pool
-// its pages, with a margin; 0 when the pool already has enough. Every
-// finding proposes the same figure, so `dbhost fix` merges them cleanly.
-func poolTarget(f *facts.Facts, p facts.HugePagePool) int64 {
+// that persists its pages, with a margin; 0 when the pool already has
+// enough. Every finding about a persistent server proposes the same figure,
+// so `dbhost fix` merges them cleanly. A transient server (started by hand)
+// is counted only in its own finding (self), whose fix must remedy it.
+func poolTarget(f *facts.Facts, p facts.HugePagePool, self *facts.Instance) int64 {
 	var need int64
 	for _, u := range pendingHugeUsers(f) {
-		if u.poolKB == p.SizeKB || (u.poolKB == 0 && p.Default) {
+		if (u.persists || u.in == self) && u.poolMatch(p) {
 			need += u.need
 		}
 	}
@@ -255,11 +288,19 @@ func poolTarget(f *facts.Facts, p facts.HugePagePool) int64 {
 	return p.Total + need - p.Available() + hugeMargin(need)
 }
 
-// othersWaiting names the other instances a pool target also covers.
+// othersWaiting names the other instances a pool target also covers, and
+// those it leaves out because they do not persist (self included).
 func othersWaiting(f *facts.Facts, p facts.HugePagePool, self *facts.Instance) string {
-	var ws []string
+	var ws, transient []string
 	for _, u := range pendingHugeUsers(f) {
-		if u.in != self && (u.poolKB == p.SizeKB || (u.poolKB == 0 && p.Default)) {
+		if !u.poolMatch(p) {
+			continue
+		}
+		if !u.persists && u.in != self {
+			transient = append(transient, fmt.Sprintf("%s (wants %d; %s)", u.in.Name(), u.need, u.persistWhy))
+			continue
+		}
+		if u.in != self {
 			w := fmt.Sprintf("%s, which wants %d", u.in.Name(), u.need)
 			if u.advised {
 				w = fmt.Sprintf("%s, which needs %d once it follows dbhost's advice to use huge pages", u.in.Name(), u.need)
@@ -267,10 +308,120 @@ func othersWaiting(f *facts.Facts, p facts.HugePagePool, self *facts.Instance) s
 			ws = append(ws, w)
 		}
 	}
-	if len(ws) == 0 {
-		return ""
+	out := ""
+	if len(ws) > 0 {
+		out = " The page count in the fix also covers " + strings.Join(ws, " and ") + "."
 	}
-	return " The page count in the fix also covers " + strings.Join(ws, " and ") + "."
+	if len(transient) > 0 {
+		out += " The page count in the fix does not count " + strings.Join(transient, " and ") + "."
+	}
+	return out
+}
+
+// bootPool is the number of pages the next boot reserves in pool p:
+// vm.nr_hugepages from sysctl.d, TuneD or hugepages= on the kernel command
+// line for the default size, hugepagesz=SIZE hugepages=N for another; with
+// nothing set, 0. known is false when dbhost cannot tell (a sysctl.d file is
+// unreadable, or dbhost runs in a container whose host boots the kernel).
+func bootPool(f *facts.Facts, p facts.HugePagePool) (int64, Evidence, bool) {
+	key := "next boot: " + memPoolName(p.SizeKB) + " pages"
+	switch {
+	case f.System.Container != "":
+		return 0, Ev(key, "unknown: dbhost runs in a container, the host's boot reserves the pages", "container"), false
+	case f.Persist.SysctlErr != "":
+		return 0, Ev(key, "unknown: "+f.Persist.SysctlErr, "sysctl.d"), false
+	}
+	if p.Default {
+		if bv, ok := nextBootSysctl(f, "vm.nr_hugepages"); ok {
+			n, err := strconv.ParseInt(bv.Value, 10, 64)
+			if err != nil || bv.Raw {
+				return 0, Ev(key, fmt.Sprintf("unknown: vm.nr_hugepages is set to %q", bv.Value), bv.Source), false
+			}
+			return n, Ev(key, bv.Value, bv.Source), true
+		}
+	} else if v, ok := cmdlineHugePagesOf(f, p.SizeKB); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, Ev(key, fmt.Sprintf("unknown: hugepages=%q", v), "/proc/cmdline"), false
+		}
+		return n, Ev(key, v, "/proc/cmdline hugepages="+v), true
+	}
+	return 0, Ev(key, "0 (kernel default: no sysctl.d file, TuneD profile or kernel command line reserves them)", "Documentation/admin-guide/mm/hugetlbpage.rst"), true
+}
+
+// cmdlineHugePagesOf is the hugepages= that follows hugepagesz= of a size.
+func cmdlineHugePagesOf(f *facts.Facts, sizeKB int) (string, bool) {
+	cur, val, found := -1, "", false
+	for _, a := range f.System.Cmdline {
+		if a == "--" {
+			break
+		}
+		k, v, _ := strings.Cut(a, "=")
+		switch k {
+		case "hugepagesz":
+			cur = -1
+			if b, err := memParseSize(v); err == nil {
+				cur = int(b >> 10)
+			}
+		case "hugepages":
+			if cur == sizeKB {
+				val, found = v, true
+			}
+		}
+	}
+	return val, found
+}
+
+// memParseSize reads a kernel size argument: "2M", "1G", "2048K".
+func memParseSize(v string) (uint64, error) {
+	mult := uint64(1)
+	switch strings.ToUpper(v[len(v)-min(1, len(v)):]) {
+	case "K":
+		mult = bKiB
+	case "M":
+		mult = bMiB
+	case "G":
+		mult = bGiB
+	}
+	if mult > 1 {
+		v = v[:len(v)-1]
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	return n * mult, err
+}
+
+// persistPoolFix keeps a pool at least as large as it runs now (and as the
+// pending persistent users need) across reboots.
+func persistPoolFix(f *facts.Facts, p facts.HugePagePool) *fix.Fix {
+	return poolFix(f, p, max(p.Total, poolTarget(f, p, nil)), "Persist the huge page pool so that it exists after a reboot")
+}
+
+// pgBootShort judges what a reboot leaves a PostgreSQL that asks for huge
+// pages (on or try) and whose pool suffices now: short when the next boot
+// reserves too few for a server that starts at boot. For a server started
+// by hand, note says what a start after a reboot would meet.
+func pgBootShort(f *facts.Facts, in *facts.Instance, mode string, pool facts.HugePagePool, need int64, ev []Evidence) (r Result, short bool, note string) {
+	boot, bootEv, known := bootPool(f, pool)
+	if !known {
+		return Result{}, false, " What the next boot reserves is " + bootEv.Value + "."
+	}
+	persists, why := instancePersists(in)
+	if boot >= need {
+		return Result{}, false, fmt.Sprintf(" The next boot reserves %d pages (%s), enough for the %d it needs.", boot, bootEv.Source, need)
+	}
+	if !persists {
+		return Result{}, false, fmt.Sprintf(" The pool exists only at runtime (the next boot gives %d pages, %s), but %s; a start by hand after a reboot would need the pages reserved first.", boot, bootEv.Source, why)
+	}
+	ev = append(ev, bootEv, Ev("starts at boot", "yes", why))
+	desc := memInstDesc(in)
+	lost := fmt.Sprintf("the %s pool it needs (%d pages, %d reserved now) exists only at runtime: the next boot gives %d pages (%s)", memPoolName(pool.SizeKB), need, pool.Total, boot, bootEv.Source)
+	fx := persistPoolFix(f, pool)
+	if mode == "try" {
+		return FailR(in.Name(), fmt.Sprintf("%s has huge_pages = try, and %s; after a reboot PostgreSQL silently falls back to 4 kB pages.", desc, lost), fx, ev...), true, ""
+	}
+	r = FailR(in.Name(), fmt.Sprintf("%s has huge_pages = on, and %s; PostgreSQL with huge_pages=on refuses to start then (FATAL: could not map anonymous shared memory). %s%s, so the server stays down after the next reboot.", desc, lost, strings.ToUpper(why[:1]), why[1:]), fx, ev...)
+	r.Severity = Critical
+	return r, true, ""
 }
 
 // ---- mem.hugepages.postgres ----
@@ -391,10 +542,14 @@ func judgePGHuge(f *facts.Facts, in *facts.Instance) Result {
 	}
 	if using {
 		reason := fmt.Sprintf("%s runs with huge pages (huge_pages = %s): its shared memory is mapped from the %s pool.", desc, mode, memPoolName(kb))
-		if _, ok := f.Persist.PersistedSysctl("vm.nr_hugepages"); !ok && pool.Default && pool.Total > 0 && f.Persist.SysctlErr == "" && len(f.Persist.Sysctl) > 0 {
-			reason += " Note: no sysctl.d file sets vm.nr_hugepages, so the pool is empty after a reboot."
+		if poolWhy != "" || !needKnown {
+			return UnknownR(subj, reason+" dbhost cannot tell whether the next boot reserves enough pages: "+memOr(poolWhy, "the pages it needs are unknown"), ev...)
 		}
-		return PassR(subj, reason, ev...)
+		r, short, note := pgBootShort(f, in, mode, pool, need, ev)
+		if short {
+			return r
+		}
+		return PassR(subj, reason+note, ev...)
 	}
 	if poolWhy != "" {
 		if strings.HasPrefix(poolWhy, "cannot read") {
@@ -423,6 +578,10 @@ func judgePGHuge(f *facts.Facts, in *facts.Instance) Result {
 		r := FailR(subj, fmt.Sprintf("%s has huge_pages = on but does not use huge pages (the setting changed after it started), and the %s pool has %d pages available of the %d it needs: the next restart or reboot fails with \"could not map anonymous shared memory\" and the server stays down.%s", desc, memPoolName(kb), avail, need, othersWaiting(f, pool, in)),
 			pgHugeFix(f, in, pool, "", need, true), ev...)
 		r.Severity = Critical
+		return r
+	}
+	if r, short, _ := pgBootShort(f, in, mode, pool, need, ev); short {
+		r.Reason += " (It runs without huge pages now: the setting changed after it started.)"
 		return r
 	}
 	return FailR(subj, fmt.Sprintf("%s has huge_pages = on but runs without huge pages (the setting changed after it started); the %s pool has the %d pages it needs, so a restart will use them.", desc, memPoolName(kb), need),
@@ -459,7 +618,7 @@ func pgUsesHuge(in *facts.Instance) (bool, []Evidence, bool) {
 func pgHugeFix(f *facts.Facts, in *facts.Instance, pool facts.HugePagePool, poolWhy string, need int64, needKnown bool) *fix.Fix {
 	fx := &fix.Fix{Summary: "Reserve huge pages for PostgreSQL and set huge_pages=on"}
 	if poolWhy == "" && needKnown {
-		target := poolTarget(f, pool)
+		target := poolTarget(f, pool, in)
 		if target > 0 {
 			pf := poolFix(f, pool, target, "")
 			fx.Sysctl, fx.Sysfs, fx.Cmdline, fx.HostOnly = pf.Sysctl, pf.Sysfs, pf.Cmdline, pf.HostOnly
@@ -514,7 +673,7 @@ func checkHugePagesMySQL(f *facts.Facts) []Result {
 		using, useEv, known := pgUsesHuge(in)
 		ev = append(ev, useEv...)
 		if using {
-			out = append(out, PassR(subj, fmt.Sprintf("%s has large_pages = ON and maps its buffer pool with huge pages.", desc), ev...))
+			out = append(out, mysqlUsingHuge(f, in, kb, ev))
 			continue
 		}
 		pool, poolEv, poolWhy := poolFor(f, 0)
@@ -536,7 +695,7 @@ func checkHugePagesMySQL(f *facts.Facts) []Result {
 		fx := &fix.Fix{Summary: "Reserve huge pages for the InnoDB buffer pool and restart"}
 		if avail := pool.Available(); avail < need {
 			reason += fmt.Sprintf(" The %s pool has %d pages available; the buffer pool needs %d.%s", memPoolName(pool.SizeKB), avail, need, othersWaiting(f, pool, in))
-			target := poolTarget(f, pool)
+			target := poolTarget(f, pool, in)
 			pf := poolFix(f, pool, target, "")
 			fx.Sysctl, fx.Sysfs, fx.Cmdline, fx.HostOnly = pf.Sysctl, pf.Sysfs, pf.Cmdline, pf.HostOnly
 		} else {
@@ -549,6 +708,28 @@ func checkHugePagesMySQL(f *facts.Facts) []Result {
 		out = append(out, FailR(subj, reason, fx, ev...))
 	}
 	return out
+}
+
+// mysqlUsingHuge judges a MySQL that maps huge pages now by what the next
+// boot reserves: too few and InnoDB silently falls back to 4 kB pages.
+func mysqlUsingHuge(f *facts.Facts, in *facts.Instance, kb int, ev []Evidence) Result {
+	subj, desc := in.Name(), memInstDesc(in)
+	pass := fmt.Sprintf("%s has large_pages = ON and maps its buffer pool with huge pages.", desc)
+	pool, poolEv, poolWhy := poolFor(f, 0)
+	need, needEv, needOK := mysqlNeed(in, kb)
+	if poolWhy != "" || !needOK {
+		return PassR(subj, pass, ev...)
+	}
+	boot, bootEv, known := bootPool(f, pool)
+	ev = append(ev, poolEv, needEv, bootEv)
+	if !known || boot >= need {
+		return PassR(subj, pass, ev...)
+	}
+	if persists, why := instancePersists(in); !persists {
+		return PassR(subj, fmt.Sprintf("%s The pool exists only at runtime (the next boot gives %d pages), but %s.", pass, boot, why), ev...)
+	}
+	return FailR(subj, fmt.Sprintf("%s The %s pool it needs (%d pages with a 1 %% margin, %d reserved now) exists only at runtime: the next boot gives %d pages (%s), and InnoDB then silently runs on 4 kB pages (\"Using conventional memory pool\").", pass, memPoolName(pool.SizeKB), need, pool.Total, boot, bootEv.Source),
+		persistPoolFix(f, pool), ev...)
 }
 
 // ---- mem.hugepages.memlock / shm_group ----
@@ -705,6 +886,10 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		var need int64
 		for _, u := range pending {
 			if u.poolKB != p.SizeKB || u.advised {
+				continue
+			}
+			if !u.persists {
+				ev = append(ev, Ev("not counted: "+u.in.Name(), fmt.Sprintf("wants %d pages of %s, but %s", u.need, memPoolName(p.SizeKB), u.persistWhy), "instance"))
 				continue
 			}
 			waiting = append(waiting, fmt.Sprintf("%s needs %d", u.in.Name(), u.need))
