@@ -436,10 +436,3 @@ func thpWhere(p facts.Persisted) string {
 	}
 	return p.File
 }
-
-func thpOrDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}

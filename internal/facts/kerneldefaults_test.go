@@ -1,0 +1,142 @@
+package facts_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/host/hosttest"
+)
+
+func gz(t *testing.T, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	w.Write([]byte(s))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+const (
+	cfgMadvise = "CONFIG_TRANSPARENT_HUGEPAGE=y\n# CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS is not set\nCONFIG_TRANSPARENT_HUGEPAGE_MADVISE=y\n"
+	cfgAlways  = "CONFIG_TRANSPARENT_HUGEPAGE=y\nCONFIG_TRANSPARENT_HUGEPAGE_ALWAYS=y\n# CONFIG_TRANSPARENT_HUGEPAGE_MADVISE is not set\n"
+	release    = "6.1.0-28-amd64"
+)
+
+func kernelConfig(t *testing.T, h *host.Host) facts.KernelConfig {
+	t.Helper()
+	return facts.GatherHost(context.Background(), h, facts.DomainPersist).Persist.KernelConfig
+}
+
+// TestKernelConfigTHP: the THP build default from /proc/config.gz, else
+// /boot/config-RELEASE; a bad or missing file makes it unknown, with why.
+func TestKernelConfigTHP(t *testing.T) {
+	osrel := "proc/sys/kernel/osrelease"
+	for _, c := range []struct {
+		name     string
+		files    map[string]string
+		thp, src string
+		errSays  string
+	}{
+		{"config.gz madvise", map[string]string{osrel: release, "proc/config.gz": "GZ" + cfgMadvise}, "madvise", "/proc/config.gz", ""},
+		{"config.gz always beats /boot", map[string]string{osrel: release, "proc/config.gz": "GZ" + cfgAlways, "boot/config-" + release: cfgMadvise}, "always", "/proc/config.gz", ""},
+		{"/boot/config only", map[string]string{osrel: release + "\n", "boot/config-" + release: cfgAlways}, "always", "/boot/config-" + release, ""},
+		{"truncated config.gz, then /boot", map[string]string{osrel: release, "proc/config.gz": "CUT" + cfgAlways, "boot/config-" + release: cfgMadvise}, "madvise", "/boot/config-" + release, ""},
+		{"THP not built", map[string]string{osrel: release, "proc/config.gz": "GZ# CONFIG_TRANSPARENT_HUGEPAGE is not set\n"}, "none", "/proc/config.gz", ""},
+		{"not gzip", map[string]string{osrel: release, "proc/config.gz": cfgAlways}, "", "", "not gzip"},
+		{"not a configuration", map[string]string{osrel: release, "boot/config-" + release: "hello\n"}, "", "/boot/config-" + release, "not a kernel configuration"},
+		{"another release's config", map[string]string{osrel: release, "boot/config-6.1.0-27-amd64": cfgAlways}, "", "", "not present"},
+		{"nothing", map[string]string{osrel: release}, "", "", "/boot/config-" + release},
+		{"no release", map[string]string{}, "", "", "release is unknown"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			files := map[string]string{}
+			for p, v := range c.files {
+				switch {
+				case strings.HasPrefix(v, "GZ"):
+					v = gz(t, v[2:])
+				case strings.HasPrefix(v, "CUT"):
+					v = gz(t, v[3:])
+					v = v[:len(v)-12]
+				}
+				files[p] = v
+			}
+			kc := kernelConfig(t, hosttest.Tree(t, files))
+			if kc.THP != c.thp || kc.Source != c.src {
+				t.Errorf("got %+v, want THP %q from %q", kc, c.thp, c.src)
+			}
+			if c.errSays != "" && !strings.Contains(kc.Err, c.errSays) {
+				t.Errorf("error %q lacks %q", kc.Err, c.errSays)
+			}
+			if c.errSays == "" && kc.Err != "" {
+				t.Errorf("unexpected error %q", kc.Err)
+			}
+		})
+	}
+}
+
+// TestKernelConfigUntrusted: a /boot/config that someone other than root
+// owns (or can write) is not believed.
+func TestKernelConfigUntrusted(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing a file's owner needs root")
+	}
+	root := t.TempDir()
+	for p, c := range map[string]string{"proc/sys/kernel/osrelease": release, "boot/config-" + release: cfgAlways} {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(filepath.Join(root, "boot", "config-"+release), 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	kc := kernelConfig(t, h)
+	if kc.THP != "" || !strings.Contains(kc.Err, "not trusted") {
+		t.Errorf("%+v", kc)
+	}
+}
+
+// TestKernelDefaultFor: version-dependent defaults follow the release;
+// computed ones are not comparable.
+func TestKernelDefaultFor(t *testing.T) {
+	for _, c := range []struct {
+		name, release, value, why string
+	}{
+		{"net.core.somaxconn", "5.4.0", "4096", ""},
+		{"net.core.somaxconn", "5.3.18-lp152", "128", ""},
+		{"net.core.somaxconn", "", "", "release is unknown"},
+		{"vm.swappiness", "2.6.32", "60", ""},
+		{"kernel.msgmni", "3.18.0", "", "predates 3.19"},
+		{"kernel.msgmni", "4.18.0-553.el8_10.x86_64", "32000", ""},
+		{"vm.min_free_kbytes", "6.1.0", "", "size of RAM"},
+	} {
+		d, why, ok := facts.KernelDefaultFor(c.name, c.release)
+		if !ok {
+			t.Errorf("%s: no entry", c.name)
+			continue
+		}
+		if (c.why == "" && why != "") || !strings.Contains(why, c.why) || (c.why == "" && d.Value != c.value) {
+			t.Errorf("%s on %q: %q (why %q), want %q (why %q)", c.name, c.release, d.Value, why, c.value, c.why)
+		}
+	}
+	if _, _, ok := facts.KernelDefaultFor("vm.no_such", "6.1"); ok {
+		t.Error("an entry for an unknown parameter")
+	}
+}
