@@ -39,13 +39,23 @@ hugetlb mapping) and HugetlbPages in /proc/PID/status.
   restart or reboot ("could not map anonymous shared memory"): critical.
 - huge_pages=try without enough pages: PostgreSQL silently falls back to 4 kB pages.
 - huge_pages=off with shared_buffers of 8 GB or more: advice (info).
+- A pool that exists only at runtime: the next boot reserves what sysctl.d, TuneD,
+  hugepages= on the kernel command line or an enabled boot unit (a service in
+  /etc/systemd/system, an executable rc.local) sets, else the kernel default 0. Fewer
+  pages than the server needs, for a server a systemd unit starts at boot
+  (engine.Profile.Units/UnitStarts): with huge_pages=on it will not start after the
+  reboot ("FATAL: could not map anonymous shared memory"): critical; with try it
+  silently falls back to 4 kB pages: warning. A server started by hand (no unit) does
+  not come back after a reboot: it passes with a note.
 Measured effect (seed 000): PostgreSQL 11, 28 cores, 256 GB, shared_buffers 64 GB,
 pgbench 3 x 30 min, median: the gain from huge pages grows with client count and
 database size while the database fits in shared_buffers; 1 GB pages beat 2 MB at high
 client counts; past shared_buffers throughput drops sharply. THP was off throughout.
 The fix reserves the pages (vm.nr_hugepages, or the pool's nr_hugepages for a
 non-default size, plus hugepagesz=/hugepages= on the command line for 1 GB pages)
-with a 1 % margin and sets huge_pages=on.`,
+with a 1 % margin and sets huge_pages=on. The page count covers the servers that
+start at boot and the one judged; other servers started by hand are named, not
+counted.`,
 		Refs: []string{"https://www.postgresql.org/docs/current/kernel-resources.html#LINUX-HUGE-PAGES",
 			"https://www.postgresql.org/docs/current/runtime-config-resource.html#GUC-HUGE-PAGES",
 			"https://docs.kernel.org/admin-guide/mm/hugetlbpage.html"},
@@ -63,8 +73,10 @@ runs on 4 kB pages with no other sign. Needed: innodb_buffer_pool_size in huge p
 plus 1 %. Current MySQL 8.0 and MariaDB 10.5+ allocate with mmap(MAP_HUGETLB), which
 needs only free pages; MySQL 5.7 and MariaDB up to 10.4 use shmget(SHM_HUGETLB),
 which also needs vm.hugetlb_shm_group or the memlock limit (see
-mem.hugepages.shm_group and mem.hugepages.memlock). Instances without large_pages
-pass.`,
+mem.hugepages.shm_group and mem.hugepages.memlock). A server that maps its pages
+from a pool the next boot does not reserve (see mem.hugepages.postgres), and that a
+systemd unit starts at boot, fails: after the reboot it runs on 4 kB pages. Instances
+without large_pages pass.`,
 		Refs: []string{"https://dev.mysql.com/doc/refman/8.0/en/large-page-support.html",
 			"https://mariadb.com/kb/en/server-system-variables/#large_pages"},
 		Run: checkHugePagesMySQL,
@@ -113,7 +125,9 @@ general memory when they are reserved: pages that no process maps or has reserve
 are lost to the page cache, the buffer pools and everything else. More than 5 % of a
 pool (and at least 64 MiB) free and unclaimed fails; when a database wants huge pages
 but runs without them, the pages are not surplus, they are too few, and the finding
-says so instead of proposing to release them.`,
+says so instead of proposing to release them. Only databases that start at boot (a
+systemd unit starts them) count as waiting: a server started by hand from a temporary
+directory is named in the evidence, and the pages it waits for count as surplus.`,
 		Refs: []string{"https://docs.kernel.org/admin-guide/mm/hugetlbpage.html"},
 		Run:  checkHugePagesUnused,
 	})
@@ -331,6 +345,13 @@ func bootPool(f *facts.Facts, p facts.HugePagePool) (int64, Evidence, bool) {
 	case f.Persist.SysctlErr != "":
 		return 0, Ev(key, "unknown: "+f.Persist.SysctlErr, "sysctl.d"), false
 	}
+	if u, ok := bootUnitPages(f, p); ok {
+		if u.Value == "" {
+			return 0, Ev(key, "unknown: "+thpWhere(u)+" reserves huge pages at boot, but "+memOr(u.Note, "not as a literal count"), thpWhere(u)), false
+		}
+		n, _ := strconv.ParseInt(u.Value, 10, 64)
+		return n, Ev(key, u.Value, thpWhere(u)), true
+	}
 	if p.Default {
 		if bv, ok := nextBootSysctl(f, "vm.nr_hugepages"); ok {
 			n, err := strconv.ParseInt(bv.Value, 10, 64)
@@ -346,7 +367,21 @@ func bootPool(f *facts.Facts, p facts.HugePagePool) (int64, Evidence, bool) {
 		}
 		return n, Ev(key, v, "/proc/cmdline hugepages="+v), true
 	}
-	return 0, Ev(key, "0 (kernel default: no sysctl.d file, TuneD profile or kernel command line reserves them)", "Documentation/admin-guide/mm/hugetlbpage.rst"), true
+	return 0, Ev(key, "0 (kernel default: no sysctl.d file, TuneD profile, kernel command line or enabled boot unit reserves them)", "Documentation/admin-guide/mm/hugetlbpage.rst"), true
+}
+
+// bootUnitPages is the last boot unit or rc.local line that reserves pages
+// of pool p; those run after sysctl.d, so their count wins.
+func bootUnitPages(f *facts.Facts, p facts.HugePagePool) (facts.Persisted, bool) {
+	own := fmt.Sprintf("hugepages-%dkB", p.SizeKB)
+	var last facts.Persisted
+	found := false
+	for _, u := range f.Persist.HugePagesBoot {
+		if u.Key == own || (p.Default && u.Key == "vm.nr_hugepages") {
+			last, found = u, true
+		}
+	}
+	return last, found
 }
 
 // cmdlineHugePagesOf is the hugepages= that follows hugepagesz= of a size.

@@ -33,6 +33,14 @@ func transient(subject string) func(*facts.Facts) {
 	return func(f *facts.Facts) { instance(f, subject).Unit = nil }
 }
 
+// bootUnit adds an enabled unit that reserves n default-size pages at boot
+// ("" : in a script dbhost does not read).
+func bootUnit(n string) func(*facts.Facts) {
+	return func(f *facts.Facts) {
+		f.Persist.HugePagesBoot = append(f.Persist.HugePagesBoot, facts.Persisted{Key: "vm.nr_hugepages", Value: n, File: "/etc/systemd/system/hugepages.service", Line: 3})
+	}
+}
+
 // thpBuild sets the kernel build's THP default.
 func thpBuild(mode, err string) func(*facts.Facts) {
 	return func(f *facts.Facts) {
@@ -70,6 +78,7 @@ func init() {
 		tcase{name: "pid_max is computed", base: base, mutate: all(sysctl("kernel.pid_max", "4194304"), func(f *facts.Facts) { f.Persist.Sysctl = nil }), id: "sysctl.drift", subject: h, want: check.Pass},
 		tcase{name: "a reserved port list set at runtime", base: base, mutate: sysctl("net.ipv4.ip_local_reserved_ports", "5432,8000-8010"), id: "sysctl.drift", subject: h, want: check.Fail},
 		tcase{name: "nr_hugepages from hugepages= on the command line", base: base, mutate: all(sysctl("vm.nr_hugepages", "275"), cmdline("quiet", "hugepages=275")), id: "sysctl.drift", subject: h, want: check.Pass},
+		tcase{name: "nr_hugepages from a boot unit", base: base, mutate: all(sysctl("vm.nr_hugepages", "275"), bootUnit("275")), id: "sysctl.drift", subject: h, want: check.Pass},
 		tcase{name: "nr_hugepages beside hugepages= of another size", base: base, mutate: all(sysctl("vm.nr_hugepages", "275"), cmdline("hugepagesz=1G", "hugepages=275")), id: "sysctl.drift", subject: h, want: check.Fail,
 			says: []string{"vm.nr_hugepages is 275 now, but nothing persists it: the next boot gives 0"}},
 
@@ -80,6 +89,12 @@ func init() {
 		tcase{name: "pool one page short at boot", base: pgOn, mutate: all(noBootPages, cmdline("hugepages=273")), id: "mem.hugepages.postgres", subject: pg, want: check.Fail,
 			says: []string{"the next boot gives 273 pages"}},
 		tcase{name: "pool just enough at boot", base: pgOn, mutate: all(noBootPages, cmdline("hugepages=274")), id: "mem.hugepages.postgres", subject: pg, want: check.Pass},
+		tcase{name: "pool reserved by a boot unit", base: pgOn, mutate: all(noBootPages, bootUnit("275")), id: "mem.hugepages.postgres", subject: pg, want: check.Pass,
+			says: []string{"The next boot reserves 275 pages (/etc/systemd/system/hugepages.service:3)"}},
+		tcase{name: "boot unit reserves too few", base: pgOn, mutate: all(noBootPages, bootUnit("100")), id: "mem.hugepages.postgres", subject: pg, want: check.Fail,
+			says: []string{"the next boot gives 100 pages (/etc/systemd/system/hugepages.service:3)"}},
+		tcase{name: "boot unit runs a script", base: pgOn, mutate: all(noBootPages, bootUnit("")), id: "mem.hugepages.postgres", subject: pg, want: check.Pass,
+			says: []string{"What the next boot reserves is unknown"}},
 		tcase{name: "pool at runtime only, server started by hand", base: pgOn, mutate: all(noBootPages, transient(pg)), id: "mem.hugepages.postgres", subject: pg, want: check.Pass,
 			says: []string{"exists only at runtime", "started by hand"}},
 		tcase{name: "pool at runtime only, huge_pages=try", base: pgOn, mutate: all(noBootPages, setting(pg, "huge_pages", "try")), id: "mem.hugepages.postgres", subject: pg, want: check.Fail,

@@ -61,6 +61,12 @@ type bootValue struct {
 // sysctl.d, then an active TuneD profile over it, then (reapply_sysctl)
 // sysctl.d again.
 func nextBootSysctl(f *facts.Facts, name string) (bootValue, bool) {
+	if name == "vm.nr_hugepages" {
+		// A boot unit that reserves the pages runs after sysctl.d.
+		if u, ok := bootUnitPages(f, facts.HugePagePool{SizeKB: f.Memory.DefaultHugePageKB(), Default: true}); ok {
+			return bootValue{Value: u.Value, Source: persistedWhere(u), Raw: u.Value == ""}, true
+		}
+	}
 	p, inFiles := f.Persist.PersistedSysctl(name)
 	var tv facts.Persisted
 	inTuned := false

@@ -140,3 +140,35 @@ func TestKernelDefaultFor(t *testing.T) {
 		t.Error("an entry for an unknown parameter")
 	}
 }
+
+// TestHugePagesBootUnits: enabled units and an executable rc.local that
+// reserve huge pages are found, with the count where the line says it.
+func TestHugePagesBootUnits(t *testing.T) {
+	h := hosttest.Tree(t, map[string]string{
+		"etc/systemd/system/hp.service":                          "[Service]\nType=oneshot\nExecStart=/sbin/sysctl -w vm.nr_hugepages=300\n",
+		"etc/systemd/system/gig.service":                         "[Unit]\nDescription=HugeTLB Gigantic Pages Reservation\n[Service]\nExecStart=/usr/lib/systemd/hugetlb-reserve-pages.sh\n",
+		"etc/systemd/system/off.service":                         "[Service]\nExecStart=/bin/sh -c 'echo 9 > /proc/sys/vm/nr_hugepages'\n",
+		"etc/systemd/system/one.service":                         "[Service]\nExecStart=/bin/sh -c 'echo 2 > /sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages'\n",
+		"etc/systemd/system/multi-user.target.wants/hp.service":  "->../hp.service",
+		"etc/systemd/system/multi-user.target.wants/gig.service": "->../gig.service",
+		"etc/systemd/system/multi-user.target.wants/one.service": "->../one.service",
+		"etc/rc.local": "#!/bin/sh\necho 7 > /proc/sys/vm/nr_hugepages\n",
+	})
+	got := map[string]string{}
+	for _, p := range facts.GatherHost(context.Background(), h, facts.DomainPersist).Persist.HugePagesBoot {
+		got[p.File+" "+p.Key] = p.Value
+	}
+	want := map[string]string{
+		"/etc/systemd/system/hp.service vm.nr_hugepages":      "300",
+		"/etc/systemd/system/gig.service vm.nr_hugepages":     "",
+		"/etc/systemd/system/one.service hugepages-1048576kB": "2",
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %v, want %v (off.service is not enabled, rc.local not executable)", got, want)
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s: %q (found %v), want %q", k, g, ok, v)
+		}
+	}
+}

@@ -35,6 +35,9 @@ type Persist struct {
 	// KernelConfig is the running kernel's build configuration, for the
 	// defaults a boot gives where no file sets a value (THP).
 	KernelConfig KernelConfig `json:"kernel_config"`
+	// HugePagesBoot lists boot units and rc.local lines that reserve huge
+	// pages (see parseHugePagesBoot), in the order found.
+	HugePagesBoot []Persisted `json:"hugepages_boot,omitempty"`
 }
 
 // SysctlEntry is one assignment of a sysctl.d file. Key is in dotted form
@@ -120,6 +123,7 @@ func init() { registerHost(DomainPersist, gatherPersist) }
 func gatherPersist(ctx context.Context, h *host.Host, f *Facts) {
 	p := &f.Persist
 	gatherKernelConfigFor(ctx, h, p)
+	gatherHugePagesBoot(h, p)
 	files, err := confFiles(h, sysctlDirs, ".conf")
 	if err != "" {
 		p.SysctlErr = err
