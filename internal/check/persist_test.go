@@ -116,3 +116,18 @@ func TestHugePagesTransientNotCounted(t *testing.T) {
 		t.Errorf("%+v", rs)
 	}
 }
+
+// TestSysctlDriftDefersToOtherFixes: kernel.shmmax=32 set at runtime only
+// is below PostgreSQL's segment (mem.shm_limits fails): the drift fix must
+// not persist 32, it persists what mem.shm_limits restores.
+func TestSysctlDriftDefersToOtherFixes(t *testing.T) {
+	fd := memWant(t, "mem-shmmax-small", "sysctl.drift", memHost, check.Fail, "kernel.shmmax is 32 now", "mem.shm_limits judges 32 wrong")
+	if v := memSysctlValue(fd.Fix, "kernel.shmmax"); v != "18446744073692774399" {
+		t.Errorf("drift persists kernel.shmmax=%q: %+v", v, fd.Fix)
+	}
+	// Where no other check objects, the running value is kept.
+	fd = memWant(t, "persist-swappiness-runtime", "sysctl.drift", memHost, check.Fail)
+	if strings.Contains(fd.Reason, "judges") {
+		t.Errorf("reason: %s", fd.Reason)
+	}
+}

@@ -184,6 +184,7 @@ func checkSysctlDrift(f *facts.Facts) []Result {
 		fx.Runtime = []string{"sysctl --system"}
 	}
 	if len(rt.lost) > 0 {
+		rt.deferToOthers(f)
 		whys = append(whys, "Set at runtime only, lost at the next reboot: "+strings.Join(rt.lost, "; ")+".")
 		fx.Sysctl = rt.keep
 		if len(drift) == 0 {
@@ -243,6 +244,32 @@ func (s *runtimeOnlyScan) judge(f *facts.Facts, name string, r host.Reading) {
 	s.lost = append(s.lost, fmt.Sprintf("%s is %s now, but nothing persists it: the next boot gives %s (kernel default, %s)", name, run, orEmpty(d.Value), d.Doc))
 	s.keep = append(s.keep, fix.KV{Key: name, Value: run})
 	s.ev = append(s.ev, Ev(name, fmt.Sprintf("running %s, next boot %s (kernel default)", run, orEmpty(d.Value)), r.Source+"; "+d.Doc))
+}
+
+// deferToOthers persists, for a parameter another failing finding's fix
+// sets (mem.shm_limits restoring kernel.shmmax, mem.swappiness lowering
+// vm.swappiness), that fix's value instead of the running one: persisting a
+// value another check judges wrong would make it permanent, and both fixes
+// then agree when `dbhost fix` merges them.
+func (s *runtimeOnlyScan) deferToOthers(f *facts.Facts) {
+	want := map[string]string{}
+	who := map[string]string{}
+	for _, fd := range Run(f, Selector{Skip: []string{"sysctl.drift"}}) {
+		if fd.Status != Fail || fd.Fix == nil {
+			continue
+		}
+		for _, kv := range fd.Fix.Sysctl {
+			if _, seen := want[kv.Key]; !seen {
+				want[kv.Key], who[kv.Key] = kv.Value, fd.ID
+			}
+		}
+	}
+	for i, kv := range s.keep {
+		if v, ok := want[kv.Key]; ok && v != kv.Value {
+			s.keep[i].Value = v
+			s.lost[i] += fmt.Sprintf(" (%s judges %s wrong: the fix persists its %s instead)", who[kv.Key], kv.Value, v)
+		}
+	}
 }
 
 // evidence lists the runtime-only values and what was skipped, and why.
