@@ -231,10 +231,23 @@ func pendingHugeUsers(f *facts.Facts) []hugeUser {
 	return out
 }
 
-// instancePersists says whether something starts the instance at boot: the
-// systemd unit it runs in, or the engine's packaged unit that names it
-// (engine.Profile.Units/UnitStarts). The reason says which, or why not.
+// instancePersists says whether something starts the instance at boot: a
+// packaged cluster's start.conf, else the systemd unit it runs in or the
+// engine's packaged unit that names it (engine.Profile.Units/UnitStarts).
+// The reason says which, or why not.
 func instancePersists(in *facts.Instance) (bool, string) {
+	if sc := in.StartConf; sc != nil {
+		// A packaged cluster: its start.conf decides what the boot does,
+		// whichever unit runs it.
+		switch {
+		case sc.Note != "":
+			return false, fmt.Sprintf("%s cannot be believed (%s), so dbhost does not count it as starting at boot", sc.File, sc.Note)
+		case sc.Value == "auto":
+			return true, fmt.Sprintf("%s says auto: the cluster starts at boot", persistedWhere(*sc))
+		default:
+			return false, fmt.Sprintf("%s says %s: the cluster does not start at boot", persistedWhere(*sc), sc.Value)
+		}
+	}
 	if in.Unit != nil && !in.Unit.Masked {
 		how := "it runs in that unit"
 		if in.Unit.How == "installed" {

@@ -41,6 +41,13 @@ func bootUnit(n string) func(*facts.Facts) {
 	}
 }
 
+// startConf gives an instance a packaged cluster's start.conf.
+func startConf(subject, value, note string) func(*facts.Facts) {
+	return func(f *facts.Facts) {
+		instance(f, subject).StartConf = &facts.Persisted{Key: "start.conf", Value: value, File: "/etc/postgresql/15/x/start.conf", Line: 8, Note: note}
+	}
+}
+
 // thpBuild sets the kernel build's THP default.
 func thpBuild(mode, err string) func(*facts.Facts) {
 	return func(f *facts.Facts) {
@@ -97,6 +104,12 @@ func init() {
 			says: []string{"What the next boot reserves is unknown"}},
 		tcase{name: "pool at runtime only, server started by hand", base: pgOn, mutate: all(noBootPages, transient(pg)), id: "mem.hugepages.postgres", subject: pg, want: check.Pass,
 			says: []string{"exists only at runtime", "started by hand"}},
+		tcase{name: "pool at runtime only, start.conf manual", base: pgOn, mutate: all(noBootPages, startConf(pg, "manual", "")), id: "mem.hugepages.postgres", subject: pg, want: check.Pass,
+			says: []string{"start.conf:8 says manual: the cluster does not start at boot"}},
+		tcase{name: "pool at runtime only, start.conf auto without a unit", base: pgOn, mutate: all(noBootPages, transient(pg), startConf(pg, "auto", "")), id: "mem.hugepages.postgres", subject: pg, want: check.Fail,
+			says: []string{"start.conf:8 says auto"}},
+		tcase{name: "pool at runtime only, start.conf not trusted", base: pgOn, mutate: all(noBootPages, startConf(pg, "auto", "not trusted: owned by uid 1000")), id: "mem.hugepages.postgres", subject: pg, want: check.Pass,
+			says: []string{"cannot be believed"}},
 		tcase{name: "pool at runtime only, huge_pages=try", base: pgOn, mutate: all(noBootPages, setting(pg, "huge_pages", "try")), id: "mem.hugepages.postgres", subject: pg, want: check.Fail,
 			says: []string{"silently falls back to 4 kB pages"}},
 

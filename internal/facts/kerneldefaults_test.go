@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -169,6 +170,21 @@ func TestHugePagesBootUnits(t *testing.T) {
 	for k, v := range want {
 		if g, ok := got[k]; !ok || g != v {
 			t.Errorf("%s: %q (found %v), want %q", k, g, ok, v)
+		}
+	}
+}
+
+func TestParseStartConf(t *testing.T) {
+	for in, want := range map[string]string{
+		"# Automatic startup configuration\n#   auto: ...\n\nauto\n": "auto 4 ",
+		"manual\n":          "manual 1 ",
+		"  disabled  \n":    "disabled 1 ",
+		"sometimes\n":       "sometimes 1 not one of auto, manual, disabled",
+		"# only comments\n": " 0 no setting (empty file)",
+	} {
+		p := facts.ParseStartConf("/etc/postgresql/15/main/start.conf", []byte(in))
+		if got := fmt.Sprintf("%s %d %s", p.Value, p.Line, p.Note); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
 		}
 	}
 }
