@@ -373,12 +373,12 @@ func bootPool(f *facts.Facts, p facts.HugePagePool) (int64, Evidence, bool) {
 			}
 			return n, Ev(key, bv.Value, bv.Source), true
 		}
-	} else if v, ok := cmdlineHugePagesOf(f, p.SizeKB); ok {
+	} else if v, src, ok := cmdlineHugePages(f, p.SizeKB, false); ok {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return 0, Ev(key, fmt.Sprintf("unknown: hugepages=%q", v), "/proc/cmdline"), false
+			return 0, Ev(key, fmt.Sprintf("unknown: hugepages=%q", v), src), false
 		}
-		return n, Ev(key, v, "/proc/cmdline hugepages="+v), true
+		return n, Ev(key, v, src), true
 	}
 	return 0, Ev(key, "0 (kernel default: no sysctl.d file, TuneD profile, kernel command line or enabled boot unit reserves them)", "Documentation/admin-guide/mm/hugetlbpage.rst"), true
 }
@@ -397,27 +397,43 @@ func bootUnitPages(f *facts.Facts, p facts.HugePagePool) (facts.Persisted, bool)
 	return last, found
 }
 
-// cmdlineHugePagesOf is the hugepages= that follows hugepagesz= of a size.
-func cmdlineHugePagesOf(f *facts.Facts, sizeKB int) (string, bool) {
-	cur, val, found := -1, "", false
+// cmdlineHugePages is the hugepages= the next boot's kernel command line
+// gives a pool: the GRUB configuration's where it sets one, else the
+// running command line's. A hugepages= counts for the pool of the
+// hugepagesz= before it, or (none before it) the default pool.
+func cmdlineHugePages(f *facts.Facts, sizeKB int, isDefault bool) (value, source string, ok bool) {
+	running := make([]facts.Persisted, 0, len(f.System.Cmdline))
 	for _, a := range f.System.Cmdline {
 		if a == "--" {
-			break
+			break // what follows goes to init
 		}
-		k, v, _ := strings.Cut(a, "=")
+		running = append(running, facts.Persisted{Key: a, File: "/proc/cmdline"})
+	}
+	for _, args := range [][]facts.Persisted{f.Persist.GrubArgs, running} {
+		if v, src, ok := hugePagesArg(args, sizeKB, isDefault); ok {
+			return v, src, true
+		}
+	}
+	return "", "", false
+}
+
+func hugePagesArg(args []facts.Persisted, sizeKB int, isDefault bool) (value, source string, found bool) {
+	cur := -1 // -1: no hugepagesz= yet
+	for _, a := range args {
+		k, v, _ := strings.Cut(a.Key, "=")
 		switch k {
 		case "hugepagesz":
-			cur = -1
+			cur = -2
 			if b, err := memParseSize(v); err == nil {
 				cur = int(b >> 10)
 			}
 		case "hugepages":
-			if cur == sizeKB {
-				val, found = v, true
+			if cur == sizeKB || (cur == -1 && isDefault) {
+				value, source, found = v, persistedWhere(a)+" hugepages="+v, true
 			}
 		}
 	}
-	return val, found
+	return value, source, found
 }
 
 // memParseSize reads a kernel size argument: "2M", "1G", "2048K".
@@ -913,7 +929,7 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		return []Result{UnknownR(SubjectHost, "cannot read the huge page pools: "+m.HugePagesErr)}
 	}
 	var ev []Evidence
-	var problems []string
+	var problems, notCounted []string
 	pending := pendingHugeUsers(f)
 	fx := &fix.Fix{Summary: "Release huge pages nobody uses"}
 	total := int64(0)
@@ -930,7 +946,7 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		}
 		// Idle pages a database waits for are not surplus; those beyond
 		// its need are.
-		var waiting []string
+		var waiting, transient []string
 		var need int64
 		for _, u := range pending {
 			if u.poolKB != p.SizeKB || u.advised {
@@ -938,6 +954,7 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 			}
 			if !u.persists {
 				ev = append(ev, Ev("not counted: "+u.in.Name(), fmt.Sprintf("wants %d pages of %s, but %s", u.need, memPoolName(p.SizeKB), u.persistWhy), "instance"))
+				transient = append(transient, u.in.Name())
 				continue
 			}
 			waiting = append(waiting, fmt.Sprintf("%s needs %d", u.in.Name(), u.need))
@@ -946,6 +963,7 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		if need > 0 {
 			need += hugeMargin(need)
 		}
+		notCounted = append(notCounted, transient...)
 		surplus := idle - need
 		if len(waiting) > 0 && (surplus*20 <= p.Total || uint64(max(surplus, 0))*p.Bytes() < 64*bMiB) {
 			problems = append(problems, fmt.Sprintf("%d of %d pages of %s (%s) are idle, but not because they are surplus: %s and runs without huge pages (too few pages, or reserved after it started; see its huge pages check)", idle, p.Total, memPoolName(p.SizeKB), humanBytes(uint64(idle)*p.Bytes()), strings.Join(waiting, ", ")))
@@ -978,7 +996,11 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		}
 		return []Result{PassR(SubjectHost, "The reserved huge pages are mapped or promised to processes (at most a small margin is idle).", ev...)}
 	}
-	return []Result{FailR(SubjectHost, strings.Join(problems, "; ")+".", fx, ev...)}
+	reason := strings.Join(problems, "; ") + "."
+	if len(notCounted) > 0 {
+		reason += " Not counted as waiting: " + strings.Join(notCounted, ", ") + ": started by hand, nothing starts them at boot (see evidence)."
+	}
+	return []Result{FailR(SubjectHost, reason, fx, ev...)}
 }
 
 // ---- mem.shm_limits ----

@@ -41,6 +41,16 @@ func bootUnit(n string) func(*facts.Facts) {
 	}
 }
 
+// grub sets the kernel arguments the GRUB configuration gives the next boot.
+func grub(args ...string) func(*facts.Facts) {
+	return func(f *facts.Facts) {
+		f.Persist.GrubArgs = nil
+		for _, a := range args {
+			f.Persist.GrubArgs = append(f.Persist.GrubArgs, facts.Persisted{Key: a, File: "/etc/default/grub", Line: 6})
+		}
+	}
+}
+
 // startConf gives an instance a packaged cluster's start.conf.
 func startConf(subject, value, note string) func(*facts.Facts) {
 	return func(f *facts.Facts) {
@@ -96,6 +106,10 @@ func init() {
 		tcase{name: "pool one page short at boot", base: pgOn, mutate: all(noBootPages, cmdline("hugepages=273")), id: "mem.hugepages.postgres", subject: pg, want: check.Fail,
 			says: []string{"the next boot gives 273 pages"}},
 		tcase{name: "pool just enough at boot", base: pgOn, mutate: all(noBootPages, cmdline("hugepages=274")), id: "mem.hugepages.postgres", subject: pg, want: check.Pass},
+		tcase{name: "pool in the GRUB configuration", base: pgOn, mutate: all(noBootPages, grub("quiet", "hugepages=275")), id: "mem.hugepages.postgres", subject: pg, want: check.Pass,
+			says: []string{"The next boot reserves 275 pages (/etc/default/grub:6 hugepages=275)"}},
+		tcase{name: "GRUB changed since boot", base: pgOn, mutate: all(noBootPages, cmdline("hugepages=275"), grub("hugepages=10")), id: "mem.hugepages.postgres", subject: pg, want: check.Fail,
+			says: []string{"the next boot gives 10 pages (/etc/default/grub:6 hugepages=10)"}},
 		tcase{name: "pool reserved by a boot unit", base: pgOn, mutate: all(noBootPages, bootUnit("275")), id: "mem.hugepages.postgres", subject: pg, want: check.Pass,
 			says: []string{"The next boot reserves 275 pages (/etc/systemd/system/hugepages.service:3)"}},
 		tcase{name: "boot unit reserves too few", base: pgOn, mutate: all(noBootPages, bootUnit("100")), id: "mem.hugepages.postgres", subject: pg, want: check.Fail,

@@ -80,34 +80,11 @@ func nextBootSysctl(f *facts.Facts, name string) (bootValue, bool) {
 		return bootValue{Value: normSysctl(p.Value), Source: persistedWhere(p)}, true
 	}
 	if name == "vm.nr_hugepages" {
-		if v, ok := cmdlineHugePages(f); ok {
-			return bootValue{Value: v, Source: "/proc/cmdline hugepages=" + v}, true
+		if v, src, ok := cmdlineHugePages(f, f.Memory.DefaultHugePageKB(), true); ok {
+			return bootValue{Value: v, Source: src}, true
 		}
 	}
 	return bootValue{}, false
-}
-
-// cmdlineHugePages is the default-size pool the kernel command line
-// reserves at boot: a hugepages= that no hugepagesz= precedes, or one after
-// the hugepagesz= naming default_hugepagesz.
-func cmdlineHugePages(f *facts.Facts) (string, bool) {
-	def, _ := f.System.CmdlineParam("default_hugepagesz")
-	size, val, found := "", "", false
-	for _, a := range f.System.Cmdline {
-		if a == "--" {
-			break
-		}
-		k, v, _ := strings.Cut(a, "=")
-		switch k {
-		case "hugepagesz":
-			size = v
-		case "hugepages":
-			if size == "" || size == def {
-				val, found = v, true
-			}
-		}
-	}
-	return val, found
 }
 
 func normSysctl(v string) string { return strings.Join(strings.Fields(v), " ") }

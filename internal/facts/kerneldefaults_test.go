@@ -188,3 +188,18 @@ func TestParseStartConf(t *testing.T) {
 		}
 	}
 }
+
+func TestGrubArgs(t *testing.T) {
+	h := hosttest.Tree(t, map[string]string{
+		"etc/default/grub":            "GRUB_DEFAULT=0\n# GRUB_CMDLINE_LINUX=\"hugepages=1\"\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX=\"hugepagesz=1G hugepages=4\"\n",
+		"etc/default/grub.d/50-x.cfg": "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX hugepages=512\"\n",
+	})
+	var got []string
+	for _, a := range facts.GatherHost(context.Background(), h, facts.DomainPersist).Persist.GrubArgs {
+		got = append(got, fmt.Sprintf("%s@%s:%d", a.Key, a.File, a.Line))
+	}
+	want := "quiet@/etc/default/grub:3 hugepagesz=1G@/etc/default/grub:4 hugepages=4@/etc/default/grub:4 $GRUB_CMDLINE_LINUX@/etc/default/grub.d/50-x.cfg:1 hugepages=512@/etc/default/grub.d/50-x.cfg:1"
+	if strings.Join(got, " ") != want {
+		t.Errorf("got  %s\nwant %s", strings.Join(got, " "), want)
+	}
+}

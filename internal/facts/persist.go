@@ -38,6 +38,9 @@ type Persist struct {
 	// HugePagesBoot lists boot units and rc.local lines that reserve huge
 	// pages (see parseHugePagesBoot), in the order found.
 	HugePagesBoot []Persisted `json:"hugepages_boot,omitempty"`
+	// GrubArgs are the kernel arguments the GRUB configuration gives the
+	// next boot (see gatherGrubArgs).
+	GrubArgs []Persisted `json:"grub_args,omitempty"`
 }
 
 // SysctlEntry is one assignment of a sysctl.d file. Key is in dotted form
@@ -124,6 +127,7 @@ func gatherPersist(ctx context.Context, h *host.Host, f *Facts) {
 	p := &f.Persist
 	gatherKernelConfigFor(ctx, h, p)
 	gatherHugePagesBoot(h, p)
+	gatherGrubArgs(h, p)
 	files, err := confFiles(h, sysctlDirs, ".conf")
 	if err != "" {
 		p.SysctlErr = err

@@ -89,3 +89,33 @@ func gatherHugePagesBoot(h *host.Host, p *Persist) {
 		}
 	}
 }
+
+// gatherGrubArgs lists the kernel arguments GRUB_CMDLINE_LINUX and
+// GRUB_CMDLINE_LINUX_DEFAULT give the next boot (after update-grub), in
+// /etc/default/grub and then /etc/default/grub.d/*.cfg. Key is the argument
+// ("hugepages=64").
+func gatherGrubArgs(h *host.Host, p *Persist) {
+	files := []string{"/etc/default/grub"}
+	if names, err := h.ReadDir("/etc/default/grub.d"); err == nil {
+		for _, n := range names {
+			if strings.HasSuffix(n, ".cfg") {
+				files = append(files, "/etc/default/grub.d/"+n)
+			}
+		}
+	}
+	for _, file := range files {
+		data, err := h.ReadConfig(file)
+		if err != nil {
+			continue
+		}
+		for i, ln := range strings.Split(string(data), "\n") {
+			m := grubCmdline.FindStringSubmatch(ln)
+			if m == nil {
+				continue
+			}
+			for _, w := range strings.Fields(strings.Trim(m[1], `"'`)) {
+				p.GrubArgs = append(p.GrubArgs, Persisted{Key: strings.Trim(w, `"'`), File: file, Line: i + 1})
+			}
+		}
+	}
+}
