@@ -362,7 +362,10 @@ func bootPool(f *facts.Facts, p facts.HugePagePool) (int64, Evidence, bool) {
 		if u.Value == "" {
 			return 0, Ev(key, "unknown: "+thpWhere(u)+" reserves huge pages at boot, but "+memOr(u.Note, "not as a literal count"), thpWhere(u)), false
 		}
-		n, _ := strconv.ParseInt(u.Value, 10, 64)
+		n, err := strconv.ParseInt(u.Value, 10, 64)
+		if err != nil {
+			return 0, Ev(key, fmt.Sprintf("unknown: %q is not a page count", u.Value), thpWhere(u)), false
+		}
 		return n, Ev(key, u.Value, thpWhere(u)), true
 	}
 	if p.Default {

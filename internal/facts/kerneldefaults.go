@@ -176,7 +176,7 @@ func gunzipCapped(b []byte, limit int64) ([]byte, error) {
 	return out, nil
 }
 
-// ParseKernelConfig reads the THP choice of a kernel .config.
+// parseKernelConfig reads the THP choice of a kernel .config.
 func parseKernelConfig(source string, b []byte) KernelConfig {
 	c := KernelConfig{Source: source}
 	set := map[string]bool{}
