@@ -39,13 +39,23 @@ hugetlb mapping) and HugetlbPages in /proc/PID/status.
   restart or reboot ("could not map anonymous shared memory"): critical.
 - huge_pages=try without enough pages: PostgreSQL silently falls back to 4 kB pages.
 - huge_pages=off with shared_buffers of 8 GB or more: advice (info).
+- A pool that exists only at runtime: the next boot reserves what sysctl.d, TuneD,
+  hugepages= on the kernel command line or an enabled boot unit (a service in
+  /etc/systemd/system, an executable rc.local) sets, else the kernel default 0. Fewer
+  pages than the server needs, for a server a systemd unit starts at boot
+  (engine.Profile.Units/UnitStarts): with huge_pages=on it will not start after the
+  reboot ("FATAL: could not map anonymous shared memory"): critical; with try it
+  silently falls back to 4 kB pages: warning. A server started by hand (no unit) does
+  not come back after a reboot: it passes with a note.
 Measured effect (seed 000): PostgreSQL 11, 28 cores, 256 GB, shared_buffers 64 GB,
 pgbench 3 x 30 min, median: the gain from huge pages grows with client count and
 database size while the database fits in shared_buffers; 1 GB pages beat 2 MB at high
 client counts; past shared_buffers throughput drops sharply. THP was off throughout.
 The fix reserves the pages (vm.nr_hugepages, or the pool's nr_hugepages for a
 non-default size, plus hugepagesz=/hugepages= on the command line for 1 GB pages)
-with a 1 % margin and sets huge_pages=on.`,
+with a 1 % margin and sets huge_pages=on. The page count covers the servers that
+start at boot and the one judged; other servers started by hand are named, not
+counted.`,
 		Refs: []string{"https://www.postgresql.org/docs/current/kernel-resources.html#LINUX-HUGE-PAGES",
 			"https://www.postgresql.org/docs/current/runtime-config-resource.html#GUC-HUGE-PAGES",
 			"https://docs.kernel.org/admin-guide/mm/hugetlbpage.html"},
@@ -63,8 +73,10 @@ runs on 4 kB pages with no other sign. Needed: innodb_buffer_pool_size in huge p
 plus 1 %. Current MySQL 8.0 and MariaDB 10.5+ allocate with mmap(MAP_HUGETLB), which
 needs only free pages; MySQL 5.7 and MariaDB up to 10.4 use shmget(SHM_HUGETLB),
 which also needs vm.hugetlb_shm_group or the memlock limit (see
-mem.hugepages.shm_group and mem.hugepages.memlock). Instances without large_pages
-pass.`,
+mem.hugepages.shm_group and mem.hugepages.memlock). A server that maps its pages
+from a pool the next boot does not reserve (see mem.hugepages.postgres), and that a
+systemd unit starts at boot, fails: after the reboot it runs on 4 kB pages. Instances
+without large_pages pass.`,
 		Refs: []string{"https://dev.mysql.com/doc/refman/8.0/en/large-page-support.html",
 			"https://mariadb.com/kb/en/server-system-variables/#large_pages"},
 		Run: checkHugePagesMySQL,
@@ -113,7 +125,9 @@ general memory when they are reserved: pages that no process maps or has reserve
 are lost to the page cache, the buffer pools and everything else. More than 5 % of a
 pool (and at least 64 MiB) free and unclaimed fails; when a database wants huge pages
 but runs without them, the pages are not surplus, they are too few, and the finding
-says so instead of proposing to release them.`,
+says so instead of proposing to release them. Only databases that start at boot (a
+systemd unit starts them) count as waiting: a server started by hand from a temporary
+directory is named in the evidence, and the pages it waits for count as surplus.`,
 		Refs: []string{"https://docs.kernel.org/admin-guide/mm/hugetlbpage.html"},
 		Run:  checkHugePagesUnused,
 	})
@@ -190,6 +204,11 @@ type hugeUser struct {
 	poolKB  int
 	need    int64
 	advised bool
+	// persists: something starts the instance at boot (persistWhy says
+	// what, or why not). Page counts in fixes cover only these: a server
+	// started by hand from a temporary directory does not come back.
+	persists   bool
+	persistWhy string
 }
 
 // pendingHugeUsers lists the instances that want huge pages of a pool but
@@ -200,13 +219,52 @@ func pendingHugeUsers(f *facts.Facts) []hugeUser {
 		if in.Mem.UsesHugetlb() {
 			continue
 		}
-		if u, ok := pgPendingHuge(f, in); ok {
-			out = append(out, u)
-		} else if u, ok := mysqlPendingHuge(f, in); ok {
+		u, ok := pgPendingHuge(f, in)
+		if !ok {
+			u, ok = mysqlPendingHuge(f, in)
+		}
+		if ok {
+			u.persists, u.persistWhy = instancePersists(in)
 			out = append(out, u)
 		}
 	}
 	return out
+}
+
+// instancePersists says whether something starts the instance at boot: a
+// packaged cluster's start.conf, else the systemd unit it runs in or the
+// engine's packaged unit that names it (engine.Profile.Units/UnitStarts).
+// The reason says which, or why not.
+func instancePersists(in *facts.Instance) (bool, string) {
+	if sc := in.StartConf; sc != nil {
+		// A packaged cluster: its start.conf decides what the boot does,
+		// whichever unit runs it.
+		switch {
+		case sc.Note != "":
+			return false, fmt.Sprintf("%s cannot be believed (%s), so dbhost does not count it as starting at boot", sc.File, sc.Note)
+		case sc.Value == "auto":
+			return true, fmt.Sprintf("%s says auto: the cluster starts at boot", persistedWhere(*sc))
+		default:
+			return false, fmt.Sprintf("%s says %s: the cluster does not start at boot", persistedWhere(*sc), sc.Value)
+		}
+	}
+	if in.Unit != nil && !in.Unit.Masked {
+		how := "it runs in that unit"
+		if in.Unit.How == "installed" {
+			how = "the unit's files name this server"
+		}
+		return true, fmt.Sprintf("systemd unit %s starts it at boot (%s)", in.Unit.Name, how)
+	}
+	why := "no systemd unit or packaged service starts it at boot: it was started by hand"
+	if in.DataDir != "" {
+		why += " (data directory " + in.DataDir + ")"
+	}
+	return false, why + " and does not come back after a reboot"
+}
+
+// poolMatch reports whether a user's pages come from pool p.
+func (u hugeUser) poolMatch(p facts.HugePagePool) bool {
+	return u.poolKB == p.SizeKB || (u.poolKB == 0 && p.Default)
 }
 
 // pgPendingHuge: a PostgreSQL that asks for huge pages (try or on), or
@@ -223,7 +281,7 @@ func pgPendingHuge(f *facts.Facts, in *facts.Instance) (hugeUser, bool) {
 	}
 	kb := pgPageKB(f, in)
 	need, _, ok := pgHugeNeed(f, in, kb)
-	return hugeUser{in, kb, need, advised}, ok
+	return hugeUser{in: in, poolKB: kb, need: need, advised: advised}, ok
 }
 
 // mysqlPendingHuge: a MySQL with large_pages on.
@@ -236,16 +294,18 @@ func mysqlPendingHuge(f *facts.Facts, in *facts.Instance) (hugeUser, bool) {
 	}
 	kb := f.Memory.DefaultHugePageKB()
 	need, _, ok := mysqlNeed(in, kb)
-	return hugeUser{in, kb, need, false}, ok
+	return hugeUser{in: in, poolKB: kb, need: need}, ok
 }
 
 // poolTarget is the nr_hugepages that leaves every pending user of the pool
-// its pages, with a margin; 0 when the pool already has enough. Every
-// finding proposes the same figure, so `dbhost fix` merges them cleanly.
-func poolTarget(f *facts.Facts, p facts.HugePagePool) int64 {
+// that persists its pages, with a margin; 0 when the pool already has
+// enough. Every finding about a persistent server proposes the same figure,
+// so `dbhost fix` merges them cleanly. A transient server (started by hand)
+// is counted only in its own finding (self), whose fix must remedy it.
+func poolTarget(f *facts.Facts, p facts.HugePagePool, self *facts.Instance) int64 {
 	var need int64
 	for _, u := range pendingHugeUsers(f) {
-		if u.poolKB == p.SizeKB || (u.poolKB == 0 && p.Default) {
+		if (u.persists || u.in == self) && u.poolMatch(p) {
 			need += u.need
 		}
 	}
@@ -255,11 +315,19 @@ func poolTarget(f *facts.Facts, p facts.HugePagePool) int64 {
 	return p.Total + need - p.Available() + hugeMargin(need)
 }
 
-// othersWaiting names the other instances a pool target also covers.
+// othersWaiting names the other instances a pool target also covers, and
+// those it leaves out because they do not persist (self included).
 func othersWaiting(f *facts.Facts, p facts.HugePagePool, self *facts.Instance) string {
-	var ws []string
+	var ws, transient []string
 	for _, u := range pendingHugeUsers(f) {
-		if u.in != self && (u.poolKB == p.SizeKB || (u.poolKB == 0 && p.Default)) {
+		if !u.poolMatch(p) {
+			continue
+		}
+		if !u.persists && u.in != self {
+			transient = append(transient, fmt.Sprintf("%s (wants %d; %s)", u.in.Name(), u.need, u.persistWhy))
+			continue
+		}
+		if u.in != self {
 			w := fmt.Sprintf("%s, which wants %d", u.in.Name(), u.need)
 			if u.advised {
 				w = fmt.Sprintf("%s, which needs %d once it follows dbhost's advice to use huge pages", u.in.Name(), u.need)
@@ -267,10 +335,160 @@ func othersWaiting(f *facts.Facts, p facts.HugePagePool, self *facts.Instance) s
 			ws = append(ws, w)
 		}
 	}
-	if len(ws) == 0 {
-		return ""
+	out := ""
+	if len(ws) > 0 {
+		out = " The page count in the fix also covers " + strings.Join(ws, " and ") + "."
 	}
-	return " The page count in the fix also covers " + strings.Join(ws, " and ") + "."
+	if len(transient) > 0 {
+		out += " The page count in the fix does not count " + strings.Join(transient, " and ") + "."
+	}
+	return out
+}
+
+// bootPool is the number of pages the next boot reserves in pool p:
+// vm.nr_hugepages from sysctl.d, TuneD or hugepages= on the kernel command
+// line for the default size, hugepagesz=SIZE hugepages=N for another; with
+// nothing set, 0. known is false when dbhost cannot tell (a sysctl.d file is
+// unreadable, or dbhost runs in a container whose host boots the kernel).
+func bootPool(f *facts.Facts, p facts.HugePagePool) (int64, Evidence, bool) {
+	key := "next boot: " + memPoolName(p.SizeKB) + " pages"
+	switch {
+	case f.System.Container != "":
+		return 0, Ev(key, "unknown: dbhost runs in a container, the host's boot reserves the pages", "container"), false
+	case f.Persist.SysctlErr != "":
+		return 0, Ev(key, "unknown: "+f.Persist.SysctlErr, "sysctl.d"), false
+	}
+	if u, ok := bootUnitPages(f, p); ok {
+		if u.Value == "" {
+			return 0, Ev(key, "unknown: "+thpWhere(u)+" reserves huge pages at boot, but "+memOr(u.Note, "not as a literal count"), thpWhere(u)), false
+		}
+		n, err := strconv.ParseInt(u.Value, 10, 64)
+		if err != nil {
+			return 0, Ev(key, fmt.Sprintf("unknown: %q is not a page count", u.Value), thpWhere(u)), false
+		}
+		return n, Ev(key, u.Value, thpWhere(u)), true
+	}
+	if p.Default {
+		if bv, ok := nextBootSysctl(f, "vm.nr_hugepages"); ok {
+			n, err := strconv.ParseInt(bv.Value, 10, 64)
+			if err != nil || bv.Raw {
+				return 0, Ev(key, fmt.Sprintf("unknown: vm.nr_hugepages is set to %q", bv.Value), bv.Source), false
+			}
+			return n, Ev(key, bv.Value, bv.Source), true
+		}
+	} else if v, src, ok := cmdlineHugePages(f, p.SizeKB, false); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, Ev(key, fmt.Sprintf("unknown: hugepages=%q", v), src), false
+		}
+		return n, Ev(key, v, src), true
+	}
+	return 0, Ev(key, "0 (kernel default: no sysctl.d file, TuneD profile, kernel command line or enabled boot unit reserves them)", "Documentation/admin-guide/mm/hugetlbpage.rst"), true
+}
+
+// bootUnitPages is the last boot unit or rc.local line that reserves pages
+// of pool p; those run after sysctl.d, so their count wins.
+func bootUnitPages(f *facts.Facts, p facts.HugePagePool) (facts.Persisted, bool) {
+	own := fmt.Sprintf("hugepages-%dkB", p.SizeKB)
+	var last facts.Persisted
+	found := false
+	for _, u := range f.Persist.HugePagesBoot {
+		if u.Key == own || (p.Default && u.Key == "vm.nr_hugepages") {
+			last, found = u, true
+		}
+	}
+	return last, found
+}
+
+// cmdlineHugePages is the hugepages= the next boot's kernel command line
+// gives a pool: the GRUB configuration's where it sets one, else the
+// running command line's. A hugepages= counts for the pool of the
+// hugepagesz= before it, or (none before it) the default pool.
+func cmdlineHugePages(f *facts.Facts, sizeKB int, isDefault bool) (value, source string, ok bool) {
+	running := make([]facts.Persisted, 0, len(f.System.Cmdline))
+	for _, a := range f.System.Cmdline {
+		if a == "--" {
+			break // what follows goes to init
+		}
+		running = append(running, facts.Persisted{Key: a, File: "/proc/cmdline"})
+	}
+	for _, args := range [][]facts.Persisted{f.Persist.GrubArgs, running} {
+		if v, src, ok := hugePagesArg(args, sizeKB, isDefault); ok {
+			return v, src, true
+		}
+	}
+	return "", "", false
+}
+
+func hugePagesArg(args []facts.Persisted, sizeKB int, isDefault bool) (value, source string, found bool) {
+	cur := -1 // -1: no hugepagesz= yet
+	for _, a := range args {
+		k, v, _ := strings.Cut(a.Key, "=")
+		switch k {
+		case "hugepagesz":
+			cur = -2
+			if b, err := memParseSize(v); err == nil {
+				cur = int(b >> 10)
+			}
+		case "hugepages":
+			if cur == sizeKB || (cur == -1 && isDefault) {
+				value, source, found = v, persistedWhere(a)+" hugepages="+v, true
+			}
+		}
+	}
+	return value, source, found
+}
+
+// memParseSize reads a kernel size argument: "2M", "1G", "2048K".
+func memParseSize(v string) (uint64, error) {
+	mult := uint64(1)
+	switch strings.ToUpper(v[len(v)-min(1, len(v)):]) {
+	case "K":
+		mult = bKiB
+	case "M":
+		mult = bMiB
+	case "G":
+		mult = bGiB
+	}
+	if mult > 1 {
+		v = v[:len(v)-1]
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	return n * mult, err
+}
+
+// persistPoolFix keeps a pool at least as large as it runs now (and as the
+// pending persistent users need) across reboots.
+func persistPoolFix(f *facts.Facts, p facts.HugePagePool) *fix.Fix {
+	return poolFix(f, p, max(p.Total, poolTarget(f, p, nil)), "Persist the huge page pool so that it exists after a reboot")
+}
+
+// pgBootShort judges what a reboot leaves a PostgreSQL that asks for huge
+// pages (on or try) and whose pool suffices now: short when the next boot
+// reserves too few for a server that starts at boot. For a server started
+// by hand, note says what a start after a reboot would meet.
+func pgBootShort(f *facts.Facts, in *facts.Instance, mode string, pool facts.HugePagePool, need int64, ev []Evidence) (r Result, short bool, note string) {
+	boot, bootEv, known := bootPool(f, pool)
+	if !known {
+		return Result{}, false, " What the next boot reserves is " + bootEv.Value + "."
+	}
+	persists, why := instancePersists(in)
+	if boot >= need {
+		return Result{}, false, fmt.Sprintf(" The next boot reserves %d pages (%s), enough for the %d it needs.", boot, bootEv.Source, need)
+	}
+	if !persists {
+		return Result{}, false, fmt.Sprintf(" The pool exists only at runtime (the next boot gives %d pages, %s), but %s; a start by hand after a reboot would need the pages reserved first.", boot, bootEv.Source, why)
+	}
+	ev = append(ev, bootEv, Ev("starts at boot", "yes", why))
+	desc := memInstDesc(in)
+	lost := fmt.Sprintf("the %s pool it needs (%d pages, %d reserved now) exists only at runtime: the next boot gives %d pages (%s)", memPoolName(pool.SizeKB), need, pool.Total, boot, bootEv.Source)
+	fx := persistPoolFix(f, pool)
+	if mode == "try" {
+		return FailR(in.Name(), fmt.Sprintf("%s has huge_pages = try, and %s; after a reboot PostgreSQL silently falls back to 4 kB pages.", desc, lost), fx, ev...), true, ""
+	}
+	r = FailR(in.Name(), fmt.Sprintf("%s has huge_pages = on, and %s; PostgreSQL with huge_pages=on refuses to start then (FATAL: could not map anonymous shared memory). %s%s, so the server stays down after the next reboot.", desc, lost, strings.ToUpper(why[:1]), why[1:]), fx, ev...)
+	r.Severity = Critical
+	return r, true, ""
 }
 
 // ---- mem.hugepages.postgres ----
@@ -391,10 +609,14 @@ func judgePGHuge(f *facts.Facts, in *facts.Instance) Result {
 	}
 	if using {
 		reason := fmt.Sprintf("%s runs with huge pages (huge_pages = %s): its shared memory is mapped from the %s pool.", desc, mode, memPoolName(kb))
-		if _, ok := f.Persist.PersistedSysctl("vm.nr_hugepages"); !ok && pool.Default && pool.Total > 0 && f.Persist.SysctlErr == "" && len(f.Persist.Sysctl) > 0 {
-			reason += " Note: no sysctl.d file sets vm.nr_hugepages, so the pool is empty after a reboot."
+		if poolWhy != "" || !needKnown {
+			return UnknownR(subj, reason+" dbhost cannot tell whether the next boot reserves enough pages: "+memOr(poolWhy, "the pages it needs are unknown"), ev...)
 		}
-		return PassR(subj, reason, ev...)
+		r, short, note := pgBootShort(f, in, mode, pool, need, ev)
+		if short {
+			return r
+		}
+		return PassR(subj, reason+note, ev...)
 	}
 	if poolWhy != "" {
 		if strings.HasPrefix(poolWhy, "cannot read") {
@@ -423,6 +645,10 @@ func judgePGHuge(f *facts.Facts, in *facts.Instance) Result {
 		r := FailR(subj, fmt.Sprintf("%s has huge_pages = on but does not use huge pages (the setting changed after it started), and the %s pool has %d pages available of the %d it needs: the next restart or reboot fails with \"could not map anonymous shared memory\" and the server stays down.%s", desc, memPoolName(kb), avail, need, othersWaiting(f, pool, in)),
 			pgHugeFix(f, in, pool, "", need, true), ev...)
 		r.Severity = Critical
+		return r
+	}
+	if r, short, _ := pgBootShort(f, in, mode, pool, need, ev); short {
+		r.Reason += " (It runs without huge pages now: the setting changed after it started.)"
 		return r
 	}
 	return FailR(subj, fmt.Sprintf("%s has huge_pages = on but runs without huge pages (the setting changed after it started); the %s pool has the %d pages it needs, so a restart will use them.", desc, memPoolName(kb), need),
@@ -459,7 +685,7 @@ func pgUsesHuge(in *facts.Instance) (bool, []Evidence, bool) {
 func pgHugeFix(f *facts.Facts, in *facts.Instance, pool facts.HugePagePool, poolWhy string, need int64, needKnown bool) *fix.Fix {
 	fx := &fix.Fix{Summary: "Reserve huge pages for PostgreSQL and set huge_pages=on"}
 	if poolWhy == "" && needKnown {
-		target := poolTarget(f, pool)
+		target := poolTarget(f, pool, in)
 		if target > 0 {
 			pf := poolFix(f, pool, target, "")
 			fx.Sysctl, fx.Sysfs, fx.Cmdline, fx.HostOnly = pf.Sysctl, pf.Sysfs, pf.Cmdline, pf.HostOnly
@@ -514,7 +740,7 @@ func checkHugePagesMySQL(f *facts.Facts) []Result {
 		using, useEv, known := pgUsesHuge(in)
 		ev = append(ev, useEv...)
 		if using {
-			out = append(out, PassR(subj, fmt.Sprintf("%s has large_pages = ON and maps its buffer pool with huge pages.", desc), ev...))
+			out = append(out, mysqlUsingHuge(f, in, kb, ev))
 			continue
 		}
 		pool, poolEv, poolWhy := poolFor(f, 0)
@@ -536,7 +762,7 @@ func checkHugePagesMySQL(f *facts.Facts) []Result {
 		fx := &fix.Fix{Summary: "Reserve huge pages for the InnoDB buffer pool and restart"}
 		if avail := pool.Available(); avail < need {
 			reason += fmt.Sprintf(" The %s pool has %d pages available; the buffer pool needs %d.%s", memPoolName(pool.SizeKB), avail, need, othersWaiting(f, pool, in))
-			target := poolTarget(f, pool)
+			target := poolTarget(f, pool, in)
 			pf := poolFix(f, pool, target, "")
 			fx.Sysctl, fx.Sysfs, fx.Cmdline, fx.HostOnly = pf.Sysctl, pf.Sysfs, pf.Cmdline, pf.HostOnly
 		} else {
@@ -549,6 +775,28 @@ func checkHugePagesMySQL(f *facts.Facts) []Result {
 		out = append(out, FailR(subj, reason, fx, ev...))
 	}
 	return out
+}
+
+// mysqlUsingHuge judges a MySQL that maps huge pages now by what the next
+// boot reserves: too few and InnoDB silently falls back to 4 kB pages.
+func mysqlUsingHuge(f *facts.Facts, in *facts.Instance, kb int, ev []Evidence) Result {
+	subj, desc := in.Name(), memInstDesc(in)
+	pass := fmt.Sprintf("%s has large_pages = ON and maps its buffer pool with huge pages.", desc)
+	pool, poolEv, poolWhy := poolFor(f, 0)
+	need, needEv, needOK := mysqlNeed(in, kb)
+	if poolWhy != "" || !needOK {
+		return PassR(subj, pass, ev...)
+	}
+	boot, bootEv, known := bootPool(f, pool)
+	ev = append(ev, poolEv, needEv, bootEv)
+	if !known || boot >= need {
+		return PassR(subj, pass, ev...)
+	}
+	if persists, why := instancePersists(in); !persists {
+		return PassR(subj, fmt.Sprintf("%s The pool exists only at runtime (the next boot gives %d pages), but %s.", pass, boot, why), ev...)
+	}
+	return FailR(subj, fmt.Sprintf("%s The %s pool it needs (%d pages with a 1 %% margin, %d reserved now) exists only at runtime: the next boot gives %d pages (%s), and InnoDB then silently runs on 4 kB pages (\"Using conventional memory pool\").", pass, memPoolName(pool.SizeKB), need, pool.Total, boot, bootEv.Source),
+		persistPoolFix(f, pool), ev...)
 }
 
 // ---- mem.hugepages.memlock / shm_group ----
@@ -684,7 +932,7 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		return []Result{UnknownR(SubjectHost, "cannot read the huge page pools: "+m.HugePagesErr)}
 	}
 	var ev []Evidence
-	var problems []string
+	var problems, notCounted []string
 	pending := pendingHugeUsers(f)
 	fx := &fix.Fix{Summary: "Release huge pages nobody uses"}
 	total := int64(0)
@@ -701,10 +949,15 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		}
 		// Idle pages a database waits for are not surplus; those beyond
 		// its need are.
-		var waiting []string
+		var waiting, transient []string
 		var need int64
 		for _, u := range pending {
 			if u.poolKB != p.SizeKB || u.advised {
+				continue
+			}
+			if !u.persists {
+				ev = append(ev, Ev("not counted: "+u.in.Name(), fmt.Sprintf("wants %d pages of %s, but %s", u.need, memPoolName(p.SizeKB), u.persistWhy), "instance"))
+				transient = append(transient, u.in.Name())
 				continue
 			}
 			waiting = append(waiting, fmt.Sprintf("%s needs %d", u.in.Name(), u.need))
@@ -713,6 +966,7 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		if need > 0 {
 			need += hugeMargin(need)
 		}
+		notCounted = append(notCounted, transient...)
 		surplus := idle - need
 		if len(waiting) > 0 && (surplus*20 <= p.Total || uint64(max(surplus, 0))*p.Bytes() < 64*bMiB) {
 			problems = append(problems, fmt.Sprintf("%d of %d pages of %s (%s) are idle, but not because they are surplus: %s and runs without huge pages (too few pages, or reserved after it started; see its huge pages check)", idle, p.Total, memPoolName(p.SizeKB), humanBytes(uint64(idle)*p.Bytes()), strings.Join(waiting, ", ")))
@@ -745,7 +999,11 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		}
 		return []Result{PassR(SubjectHost, "The reserved huge pages are mapped or promised to processes (at most a small margin is idle).", ev...)}
 	}
-	return []Result{FailR(SubjectHost, strings.Join(problems, "; ")+".", fx, ev...)}
+	reason := strings.Join(problems, "; ") + "."
+	if len(notCounted) > 0 {
+		reason += " Not counted as waiting: " + strings.Join(notCounted, ", ") + ": started by hand, nothing starts them at boot (see evidence)."
+	}
+	return []Result{FailR(SubjectHost, reason, fx, ev...)}
 }
 
 // ---- mem.shm_limits ----

@@ -85,9 +85,10 @@ command line (running, and the GRUB configuration for the next boot), tmpfiles.d
 lines, enabled systemd units that write the files (disable-thp.service), an executable
 rc.local, and an active TuneD profile's [vm] transparent_hugepages (applied last).
 A value set only at runtime reverts to the kernel's default at the next boot (enabled:
-the kernel's build default, "always" on RHEL, "madvise" on Debian and Ubuntu; defrag
-"madvise"; max_ptes_none 511), and a boot setting that disagrees with the running value
-will change it. Either way the database restarts with a THP mode nobody checked.`,
+the kernel's build default, CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS or _MADVISE as read from
+/proc/config.gz or /boot/config-RELEASE, "always" on RHEL, "madvise" on Debian and
+Ubuntu, unknown when neither file can be read; defrag "madvise"; max_ptes_none 511),
+and a boot setting that disagrees with the running value will change it. Either way the database restarts with a THP mode nobody checked.`,
 		Refs: []string{"https://docs.kernel.org/admin-guide/mm/transhuge.html#boot-parameters",
 			"https://www.freedesktop.org/software/systemd/man/latest/tmpfiles.d.html"},
 		Run: checkTHPPersisted,
@@ -330,7 +331,7 @@ func checkTHPPersisted(f *facts.Facts) []Result {
 		wanted["defrag"] = v.ok[0]
 	}
 	var ev []Evidence
-	var problems, fine, garbage []string
+	var problems, fine, garbage, unknownBoot []string
 	fx := &fix.Fix{Summary: "Persist the THP settings"}
 	var manual []string
 	for _, k := range keys {
@@ -370,23 +371,30 @@ func checkTHPPersisted(f *facts.Facts) []Result {
 				manual = append(manual, fmt.Sprintf("remove or change the %s setting in %s", k.key, thpWhere(boot)))
 			}
 		default:
-			def, known := thpDefaults[k.key]
-			if known && def == run {
-				continue // the kernel's default: nothing to persist
-			}
-			if !known && run != "never" {
-				// enabled "always"/"madvise" is presumably the build default.
+			def, defWhere, why := thpBootDefault(f, k.key)
+			if why != "" {
+				ev = append(ev, Ev("boot default: "+k.key, "unknown: "+why, "kernel build configuration"))
+				unknownBoot = append(unknownBoot, fmt.Sprintf("%s is %q and nothing sets it at boot, but the kernel's build default is unknown (%s)", k.key, run, why))
+				// Persisting it is harmless if it is the default, and
+				// needed if it is not: the fix (used only with other
+				// problems) includes it.
+				fx.Sysfs = append(fx.Sysfs, fix.KV{Key: facts.THPDir + "/" + k.key, Value: keep})
+				fx.Cmdline = []string{"transparent_hugepage=" + keep}
 				continue
 			}
-			problems = append(problems, fmt.Sprintf("%s is %q at runtime only: nothing sets it at boot, so it reverts to the kernel's default (%s) after a reboot", k.key, run, thpOrDefault(def, "always or madvise, by kernel build")))
+			ev = append(ev, Ev("boot default: "+k.key, def, defWhere))
+			if def == run {
+				continue // the kernel's default: nothing to persist
+			}
+			problems = append(problems, fmt.Sprintf("%s is %q at runtime only: nothing sets it at boot, so it reverts to the kernel's default %q (%s) after a reboot", k.key, run, def, defWhere))
 		}
 		fx.Sysfs = append(fx.Sysfs, fix.KV{Key: facts.THPDir + "/" + k.key, Value: keep})
 		if k.key == "enabled" {
 			fx.Cmdline = []string{"transparent_hugepage=" + keep}
 		}
 	}
-	if len(problems) == 0 && len(garbage) > 0 {
-		return []Result{UnknownR(SubjectHost, "cannot judge the THP settings: "+strings.Join(garbage, "; "), ev...)}
+	if len(problems) == 0 && len(garbage)+len(unknownBoot) > 0 {
+		return []Result{UnknownR(SubjectHost, "cannot judge the THP settings: "+strings.Join(append(garbage, unknownBoot...), "; "), ev...)}
 	}
 	if len(problems) == 0 {
 		reason := "The running THP values are what the next boot sets"
@@ -400,7 +408,30 @@ func checkTHPPersisted(f *facts.Facts) []Result {
 	if len(manual) > 0 {
 		fx.Manual = "Also " + strings.Join(manual, "; ") + ": it runs after tmpfiles.d and would override the fix."
 	}
-	return []Result{FailR(SubjectHost, strings.Join(problems, "; ")+". The databases would come back after a reboot with a THP mode nobody checked.", memHostOnly(f, fx), ev...)}
+	reason := strings.Join(problems, "; ") + ". The databases would come back after a reboot with a THP mode nobody checked."
+	if len(unknownBoot) > 0 {
+		reason += " Also " + strings.Join(unknownBoot, "; ") + ": the fix persists it too."
+	}
+	return []Result{FailR(SubjectHost, reason, memHostOnly(f, fx), ev...)}
+}
+
+// thpBootDefault is the value a THP key has after a boot that sets nothing:
+// enabled comes from the kernel build (CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS or
+// _MADVISE), the others are fixed. why says when the build is unknown.
+func thpBootDefault(f *facts.Facts, key string) (value, where, why string) {
+	if key != "enabled" {
+		return thpDefaults[key], "kernel default, Documentation/admin-guide/mm/transhuge.rst", ""
+	}
+	kc := f.Persist.KernelConfig
+	switch {
+	case kc.Err != "":
+		return "", "", kc.Err
+	case kc.THP == "always" || kc.THP == "madvise" || kc.THP == "never":
+		return kc.THP, "kernel build default, CONFIG_TRANSPARENT_HUGEPAGE_" + strings.ToUpper(kc.THP) + " in " + kc.Source, ""
+	case kc.Source == "":
+		return "", "", "the snapshot has no kernel build configuration (/proc/config.gz, /boot/config-RELEASE)"
+	}
+	return "", "", kc.Source + " does not name a THP default"
 }
 
 func thpWhere(p facts.Persisted) string {
@@ -408,11 +439,4 @@ func thpWhere(p facts.Persisted) string {
 		return fmt.Sprintf("%s:%d", p.File, p.Line)
 	}
 	return p.File
-}
-
-func thpOrDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

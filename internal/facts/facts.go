@@ -62,6 +62,10 @@ type Instance struct {
 	// oom_score_adj of worker processes (PostgreSQL backends).
 	DataLabel host.Reading  `json:"data_label"`
 	ChildOOM  []ProcReading `json:"child_oom_score_adj,omitempty"`
+
+	// StartConf is a packaged cluster's boot setting (Debian's start.conf:
+	// auto, manual, disabled), when there is one.
+	StartConf *Persisted `json:"start_conf,omitempty"`
 }
 
 // Options tune gathering.

@@ -32,6 +32,15 @@ type Persist struct {
 	// read_ahead_kb), in the order udev reads them.
 	Udev    []UdevRule `json:"udev,omitempty"`
 	UdevErr string     `json:"udev_error,omitempty"`
+	// KernelConfig is the running kernel's build configuration, for the
+	// defaults a boot gives where no file sets a value (THP).
+	KernelConfig KernelConfig `json:"kernel_config"`
+	// HugePagesBoot lists boot units and rc.local lines that reserve huge
+	// pages (see parseHugePagesBoot), in the order found.
+	HugePagesBoot []Persisted `json:"hugepages_boot,omitempty"`
+	// GrubArgs are the kernel arguments the GRUB configuration gives the
+	// next boot (see gatherGrubArgs).
+	GrubArgs []Persisted `json:"grub_args,omitempty"`
 }
 
 // SysctlEntry is one assignment of a sysctl.d file. Key is in dotted form
@@ -114,8 +123,11 @@ var udevDirs = []string{"/etc/udev/rules.d", "/run/udev/rules.d", "/usr/local/li
 
 func init() { registerHost(DomainPersist, gatherPersist) }
 
-func gatherPersist(_ context.Context, h *host.Host, f *Facts) {
+func gatherPersist(ctx context.Context, h *host.Host, f *Facts) {
 	p := &f.Persist
+	gatherKernelConfigFor(ctx, h, p)
+	gatherHugePagesBoot(h, p)
+	gatherGrubArgs(h, p)
 	files, err := confFiles(h, sysctlDirs, ".conf")
 	if err != "" {
 		p.SysctlErr = err
