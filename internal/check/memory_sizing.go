@@ -312,7 +312,9 @@ func checkMySQLBufferPool(f *facts.Facts) []Result {
 		dedicated := len(c.b.others) == 0 && !c.b.limited
 		v := pool.Propose(uint64(bufPoolTarget * float64(c.b.room)))
 		fx := myConfigFix(c.m.in, fmt.Sprintf("Set %s to %s (60%% of %s in 128M chunks, at least 5M)", pool.Key, v, humanBytes(c.b.room)), true, pool.Key, v)
-		fx.Runtime = []string{fmt.Sprintf("SET GLOBAL %s = %d;", pool.Key, pool.Clamp(uint64(bufPoolTarget*float64(c.b.room))))}
+		// SQL is a manual step (the shell "now" steps cannot run it); the
+		// pool resizes online in chunks.
+		fx.Manual = strings.TrimSpace(fmt.Sprintf("To resize the running server too (online, chunk by chunk), run in the mysql client as an administrator: SET GLOBAL %s = %d; ", pool.Key, pool.Clamp(uint64(bufPoolTarget*float64(c.b.room)))) + fx.Manual)
 		switch {
 		case share > cacheShareMax:
 			return FailR(subj, text+" That is over 75%: with the per-connection buffers and the OS, the host runs out of memory when connections get busy (mem.db_budget adds it up).", fx, c.ev()...), true

@@ -224,7 +224,9 @@ func hbaFix(in *facts.Instance, summary string, edits []hbaEdit, extra string) *
 	if extra != "" {
 		b.WriteString("\n" + extra)
 	}
-	return &fix.Fix{Summary: summary + " on " + in.Name(), Manual: b.String(), Runtime: []string{"SELECT pg_reload_conf();"}}
+	// The reload is SQL and follows a hand edit: it belongs to the manual
+	// steps, not to the shell commands pasted first.
+	return &fix.Fix{Summary: summary + " on " + in.Name(), Manual: b.String()}
 }
 
 // strongMethod is the method to propose instead of a weak one.
@@ -590,7 +592,7 @@ func superuserFix(in *facts.Instance, hits []suAdmit, known bool) *fix.Fix {
 	if !known {
 		manual += "\nList every superuser there (SELECT rolname FROM pg_roles WHERE rolsuper AND rolcanlogin), not only postgres."
 	}
-	return &fix.Fix{Summary: "Refuse superuser logins from the network on " + in.Name(), Manual: manual, Runtime: []string{"SELECT pg_reload_conf();"}}
+	return &fix.Fix{Summary: "Refuse superuser logins from the network on " + in.Name(), Manual: manual}
 }
 
 // pgHBAName quotes a role name for pg_hba.conf when it needs it.

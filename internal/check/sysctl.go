@@ -157,8 +157,10 @@ func checkSysctlDrift(f *facts.Facts) []Result {
 		if !f.System.Systemd {
 			whys = append(whys, "(PID 1 is not systemd here: the files are applied at boot only if the init system runs sysctl --system.)")
 		}
-		fx.Manual = "For each parameter a file sets, decide which value is right: if the running value is, change the file and line named to it; if the file is, apply the files now."
-		fx.Runtime = []string{"sysctl --system"}
+		// No "now" step: applying the files (sysctl --system) is right only
+		// for the parameters whose file is right, which only the reader
+		// can decide.
+		fx.Manual = "For each parameter a file sets, decide which value is right: if the running value is, change the file and line named to it; if the file is, apply the files now with sysctl --system (it applies every sysctl.d file, dbhost's included)."
 	}
 	if len(rt.lost) > 0 {
 		rt.deferToOthers(f)

@@ -1,6 +1,7 @@
 package check_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/check"
@@ -15,7 +16,10 @@ func TestSysctlDrift(t *testing.T) {
 		"net.core.somaxconn is 4096 now but sysctl.d sets 8192",
 		"net.ipv4.tcp_fin_timeout is 60 now but sysctl.d sets 30",
 		"kernel.pid_max is 32768 now but sysctl.d sets 4194304 (/usr/lib/sysctl.d/50-pid-max.conf:16)")
-	if fd.Fix == nil || len(fd.Fix.Runtime) == 0 || fd.Fix.Runtime[0] != "sysctl --system" {
+	// Which side is right is the reader's call: no "now" step applies the
+	// files (pasting it would undo a deliberate runtime value), the manual
+	// says how.
+	if fd.Fix == nil || len(fd.Fix.Runtime) != 0 || !strings.Contains(fd.Fix.Manual, "sysctl --system") {
 		t.Errorf("fix %+v", fd.Fix)
 	}
 	hxFind(t, "persist-sysctl-match", "sysctl.drift", "host", check.Pass)
