@@ -121,29 +121,9 @@ var grubCmdline = regexp.MustCompile(`^\s*GRUB_CMDLINE_LINUX(?:_DEFAULT)?\s*=\s*
 // grub: the boot loader configuration is what the next boot's command line
 // will be (after update-grub), so it comes after the running one.
 func (b *bootScan) grub(h *host.Host) {
-	files := []string{"/etc/default/grub"}
-	if names, err := h.ReadDir("/etc/default/grub.d"); err == nil {
-		for _, n := range names {
-			if strings.HasSuffix(n, ".cfg") {
-				files = append(files, "/etc/default/grub.d/"+n)
-			}
-		}
-	}
-	for _, file := range files {
-		data, err := h.ReadFile(file)
-		if err != nil {
-			continue
-		}
-		for i, ln := range strings.Split(string(data), "\n") {
-			m := grubCmdline.FindStringSubmatch(ln)
-			if m == nil || strings.HasPrefix(strings.TrimSpace(ln), "#") {
-				continue
-			}
-			for _, w := range strings.Fields(strings.Trim(m[1], `"'`)) {
-				if v, ok := strings.CutPrefix(strings.Trim(w, `"'`), "transparent_hugepage="); ok {
-					b.add(Persisted{Key: "enabled", Value: v, File: file, Line: i + 1})
-				}
-			}
+	for _, a := range grubArgs(h) {
+		if v, ok := strings.CutPrefix(a.Key, "transparent_hugepage="); ok {
+			b.add(Persisted{Key: "enabled", Value: v, File: a.File, Line: a.Line})
 		}
 	}
 }

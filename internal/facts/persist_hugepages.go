@@ -90,11 +90,15 @@ func gatherHugePagesBoot(h *host.Host, p *Persist) {
 	}
 }
 
-// gatherGrubArgs lists the kernel arguments GRUB_CMDLINE_LINUX and
+// gatherGrubArgs lists the kernel arguments GRUB gives the next boot.
+func gatherGrubArgs(h *host.Host, p *Persist) { p.GrubArgs = grubArgs(h) }
+
+// grubArgs lists the kernel arguments GRUB_CMDLINE_LINUX and
 // GRUB_CMDLINE_LINUX_DEFAULT give the next boot (after update-grub), in
 // /etc/default/grub and then /etc/default/grub.d/*.cfg. Key is the argument
 // ("hugepages=64").
-func gatherGrubArgs(h *host.Host, p *Persist) {
+func grubArgs(h *host.Host) []Persisted {
+	var out []Persisted
 	files := []string{"/etc/default/grub"}
 	if names, err := h.ReadDir("/etc/default/grub.d"); err == nil {
 		for _, n := range names {
@@ -114,8 +118,9 @@ func gatherGrubArgs(h *host.Host, p *Persist) {
 				continue
 			}
 			for _, w := range strings.Fields(strings.Trim(m[1], `"'`)) {
-				p.GrubArgs = append(p.GrubArgs, Persisted{Key: strings.Trim(w, `"'`), File: file, Line: i + 1})
+				out = append(out, Persisted{Key: strings.Trim(w, `"'`), File: file, Line: i + 1})
 			}
 		}
 	}
+	return out
 }

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 func TestFindMount(t *testing.T) {
@@ -57,8 +59,8 @@ func TestUnescapeMount(t *testing.T) {
 		`/trailing\04`:      `/trailing\04`,
 		`/bad\0x9`:          `/bad\0x9`,
 	} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		if got := textio.UnescapeOctal(in); got != want {
+			t.Errorf("textio.UnescapeOctal(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -68,7 +70,7 @@ func FuzzUnescapeMount(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		out := unescapeMount(s)
+		out := textio.UnescapeOctal(s)
 		if len(out) > len(s) {
 			t.Fatalf("unescaping grew %q to %q", s, out)
 		}

@@ -2,10 +2,10 @@ package facts
 
 import (
 	"path"
-	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // readMounts reads /proc/PID/mountinfo (parsed by procfs) into Mounts, with
@@ -20,32 +20,12 @@ func readMounts(h *host.Host, pid int) ([]Mount, error) {
 	for _, mi := range infos {
 		out = append(out, Mount{
 			ID: mi.MountID, Parent: mi.ParentID, MajorMinor: mi.MajorMinorVer,
-			Root: unescapeMount(mi.Root), MountPoint: unescapeMount(mi.MountPoint),
-			FSType: mi.FSType, Source: unescapeMount(mi.Source),
+			Root: textio.UnescapeOctal(mi.Root), MountPoint: textio.UnescapeOctal(mi.MountPoint),
+			FSType: mi.FSType, Source: textio.UnescapeOctal(mi.Source),
 			Options: mi.Options, SuperOptions: mi.SuperOptions, File: file,
 		})
 	}
 	return out, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes of space, tab, newline
-// and backslash.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // FindMount returns the mount that holds path p (absolute, symlinks

@@ -2,8 +2,9 @@ package fix
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
+
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // fstabLine is one mount line of /etc/fstab with where its fields are.
@@ -26,7 +27,7 @@ func parseFstab(s string) []fstabLine {
 			continue
 		}
 		out = append(out, fstabLine{no: i + 1, text: text, spans: spans,
-			spec: unescapeFstab(text[spans[0][0]:spans[0][1]]), file: unescapeFstab(text[spans[1][0]:spans[1][1]])})
+			spec: textio.UnescapeOctal(text[spans[0][0]:spans[0][1]]), file: textio.UnescapeOctal(text[spans[1][0]:spans[1][1]])})
 	}
 	return out
 }
@@ -46,25 +47,6 @@ func fieldSpans(s string) [][2]int {
 		}
 	}
 	return out
-}
-
-// unescapeFstab decodes fstab's octal escapes (\040 for a space).
-func unescapeFstab(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // findFstab picks the line that mounts mountPoint: the last such line (a

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // Kinds of shared memory objects.
@@ -71,7 +73,7 @@ func parseMountinfo(b []byte) *mountTable {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		m := mount{major: uint32(a), minor: uint32(b), point: unescapeMount(f[4]), fstype: fstype}
+		m := mount{major: uint32(a), minor: uint32(b), point: textio.UnescapeOctal(f[4]), fstype: fstype}
 		k := [2]uint32{m.major, m.minor}
 		if _, dup := t.byDev[k]; dup {
 			continue // a bind mount of the same filesystem
@@ -87,25 +89,6 @@ func parseMountinfo(b []byte) *mountTable {
 		t.list = append(t.list, m)
 	}
 	return t
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // classify decides whether a mapping is a shared memory object and of

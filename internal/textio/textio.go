@@ -5,6 +5,7 @@ package textio
 
 import (
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -41,4 +42,25 @@ func OrList(s []string) string {
 		return strings.Join(s, "")
 	}
 	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
+// UnescapeOctal undoes the octal escapes of /proc/*/mountinfo and
+// /etc/fstab (\040 for a space, \011 a tab, \012 a newline, \134 a
+// backslash); anything else is kept as it is.
+func UnescapeOctal(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
