@@ -139,7 +139,11 @@ func checkSwappiness(f *facts.Facts) []Result {
 	if f.Memory.SwapsErr == "" && len(f.Memory.Swaps) == 0 {
 		// Without swap the kernel cannot reclaim anonymous memory
 		// (mm/vmscan.c scans only the file LRUs), whatever the value.
-		return []Result{PassR(SubjectHost, fmt.Sprintf("vm.swappiness is %d, but no swap is active: the kernel cannot page out anonymous memory and reclaims only page cache, so the value is moot. It matters once swap is added; mem.swap's fix sets it to 1 with the swap.", v),
+		tail := "It matters once swap is added; mem.swap's fix sets it to 1 with the swap."
+		if v >= 1 && v <= 10 {
+			tail = "When swap is added, this value already keeps swapping for real memory pressure."
+		}
+		return []Result{PassR(SubjectHost, fmt.Sprintf("vm.swappiness is %d and no swap is active: the kernel cannot page out anonymous memory and reclaims only page cache, so the value is moot. %s", v, tail),
 			ev, Ev("swap areas", "none", "/proc/swaps"))}
 	}
 	switch {
