@@ -86,6 +86,14 @@ func init() {
 		tcase{name: "Redis maxclients 100000, soft 100031", base: b, mutate: all(setting(rd, "maxclients", "100000"), rlimit(rd, nofile, 100031, 100032)), id: "limits.nofile", subject: rd, want: check.Fail},
 		tcase{name: "Redis default shown as default", base: b, mutate: all(unset(rd, "maxclients"), rlimit(rd, nofile, 10032, 10032)), id: "limits.nofile", subject: rd, want: check.Pass,
 			says: []string{"maxclients 10000 (default) + 32 reserved = 10032"}},
+		// A server that lowered its setting at start to fit a small limit
+		// reports the lowered value live; the file still asks for more at
+		// the next start, so the need is the configured value.
+		tcase{name: "Redis lowered maxclients to fit 1024", base: b, mutate: all(settingFrom(rd, "maxclients", "10000", "/etc/redis/redis.conf:7"), setting(rd, "maxclients", "992"), rlimit(rd, nofile, 1024, 1024)), id: "limits.nofile", subject: rd, want: check.Fail,
+			says: []string{"maxclients 10000 (/etc/redis/redis.conf:7; the server runs with 992", "= 10032 descriptors"}},
+		tcase{name: "Redis live value equal to the file", base: b, mutate: all(settingFrom(rd, "maxclients", "992", "/etc/redis/redis.conf:7"), setting(rd, "maxclients", "992"), rlimit(rd, nofile, 1024, 1024)), id: "limits.nofile", subject: rd, want: check.Pass},
+		tcase{name: "MySQL lowered max_connections to fit", base: b, mutate: all(settingFrom(my, "max_connections", "5000", "/etc/mysql/my.cnf:4"), setting(my, "max_connections", "151"), rlimit(my, nofile, 4162, 4162)), id: "limits.nofile", subject: my, want: check.Fail,
+			says: []string{"max_connections 5000 (/etc/mysql/my.cnf:4; the server runs with 151"}},
 		tcase{name: "MongoDB 64000", base: "mongo-6", mutate: rlimit(mg, nofile, 64000, 64000), id: "limits.nofile", subject: mg, want: check.Pass},
 		tcase{name: "MongoDB 63999", base: "mongo-6", mutate: rlimit(mg, nofile, 63999, 64000), id: "limits.nofile", subject: mg, want: check.Fail},
 

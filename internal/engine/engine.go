@@ -117,6 +117,12 @@ type Instance struct {
 	// Settings are the effective settings, names lower-cased; MySQL names
 	// use underscores.
 	Settings map[string]Setting `json:"settings,omitempty"`
+	// Configured keeps the value a file (or the compiled-in default) gives
+	// a setting the running server reports differently: the server lowered
+	// it at start (Redis maxclients, MySQL table_open_cache to fit the
+	// open-files limit), it was changed at runtime, or the file changed
+	// since. Either way the next start asks for it again.
+	Configured map[string]Setting `json:"configured,omitempty"`
 	// SettingsSource says where Settings came from: "live" (a connection to
 	// the server) or "files"; LiveErr says why a live read failed.
 	SettingsSource string `json:"settings_source"`
@@ -277,7 +283,27 @@ func (i *Instance) Set(name, value, source string) {
 	if i.Settings == nil {
 		i.Settings = map[string]Setting{}
 	}
-	i.Settings[NormalizeName(name)] = Setting{Value: host.RedactValue(name, value), Source: source}
+	k, s := NormalizeName(name), Setting{Value: host.RedactValue(name, value), Source: source}
+	if old, ok := i.Settings[k]; ok && live(source) && !live(old.Source) && old.Value != s.Value {
+		if i.Configured == nil {
+			i.Configured = map[string]Setting{}
+		}
+		i.Configured[k] = old
+	}
+	i.Settings[k] = s
+}
+
+func live(source string) bool { return strings.HasPrefix(source, "live") }
+
+// ConfiguredUint is the whole-number value a configuration file sets for a
+// setting the running server reports differently (see Configured).
+func (i *Instance) ConfiguredUint(name string) (uint64, Setting, bool) {
+	s, ok := i.Configured[NormalizeName(name)]
+	if !ok {
+		return 0, s, false
+	}
+	n, err := strconv.ParseUint(strings.Trim(strings.TrimSpace(s.Value), `'"`), 10, 64)
+	return n, s, err == nil
 }
 
 // NormalizeName lower-cases a setting name and turns dashes into

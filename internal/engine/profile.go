@@ -377,6 +377,20 @@ func (i *Instance) ConfigUnread() string {
 	return ""
 }
 
+// UintNeed reads a whole-number setting a need is computed from: the
+// larger of the running value and a different one a file sets (which the
+// next start asks for again), with the term that explains it and its
+// inputs.
+func (i *Instance) UintNeed(name string, def uint64) (uint64, string, []Input) {
+	v, ok := i.Uint(name, def)
+	term, in := UintTerm(name, ok, v), []Input{i.UintInput(name, ok, v)}
+	if cv, cs, cok := i.ConfiguredUint(name); cok && cv > v {
+		term = fmt.Sprintf("%s %d (%s; the server runs with %d: it lowered it at start to fit its limits, or it was changed at runtime, and the next start asks for %d again)", name, cv, cs.Source, v, cv)
+		return cv, term, append(in, Input{name + " (configured)", cs.Value, cs.Source})
+	}
+	return v, term, in
+}
+
 // UintTerm names a Uint answer for an explanation: "maxclients 10000",
 // or "maxclients 10000 (default)" when the configuration does not set it.
 func UintTerm(name string, known bool, v uint64) string {

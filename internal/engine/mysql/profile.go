@@ -60,15 +60,17 @@ func (detector) Backlog(in *engine.Instance) engine.Need {
 // soft limit to that, at most to the hard limit, and when it gets less it
 // lowers table_open_cache and max_connections and logs a warning.
 func (detector) Descriptors(in *engine.Instance) engine.Need {
-	mc, ok1 := in.Uint("max_connections", 151)
+	// Both are lowered by the server at start to fit a small limit:
+	// the configured value is what it asks for.
+	mc, connTerm, ev := in.UintNeed("max_connections", 151)
 	xmc, ok3 := in.Uint("extra_max_connections", 1)
 	tocDef := uint64(2000)
 	if in.Flavor == FlavorMySQL && in.Major() >= 8 {
 		tocDef = 4000 // MySQL 8.0 doubled the default
 	}
-	toc, ok2 := in.Uint("table_open_cache", tocDef)
-	ev := []engine.Input{in.UintInput("max_connections", ok1, mc), in.UintInput("table_open_cache", ok2, toc)}
-	conns, connTerm := mc, engine.UintTerm("max_connections", ok1, mc)
+	toc, tocTerm, tev := in.UintNeed("table_open_cache", tocDef)
+	ev = append(ev, tev...)
+	conns := mc
 	if in.Flavor == FlavorMariaDB {
 		conns += xmc
 		connTerm += " + " + engine.UintTerm("extra_max_connections", ok3, xmc)
@@ -76,7 +78,7 @@ func (detector) Descriptors(in *engine.Instance) engine.Need {
 	}
 	a, b := 10+conns+2*toc, 5*conns
 	need := max(a, b)
-	why := fmt.Sprintf("%s asks for max(10 + %s + 2 x %s = %d, 5 x connections = %d", hostFlavor(in), connTerm, engine.UintTerm("table_open_cache", ok2, toc), a, b)
+	why := fmt.Sprintf("%s asks for max(10 + %s + 2 x %s = %d, 5 x connections = %d", hostFlavor(in), connTerm, tocTerm, a, b)
 	// The server's own report of open_files_limit is what it obtained,
 	// not what it asked for: only a configured value adds to the need.
 	if ofl, ok := in.Uint("open_files_limit", 0); ok && ofl > 0 && in.Settings[engine.NormalizeName("open_files_limit")].Source != "live" {

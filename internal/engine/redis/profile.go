@@ -105,10 +105,10 @@ func (d detector) Backlog(in *engine.Instance) engine.Need {
 // raises its own limit towards that, and lowers maxclients to what fits
 // when it cannot (it logs that).
 func (d detector) Descriptors(in *engine.Instance) engine.Need {
-	mc, ok := in.Uint("maxclients", 10000)
+	mc, term, inputs := in.UintNeed("maxclients", 10000)
 	n := mc + 32
-	return engine.Need{N: n, Why: fmt.Sprintf("%s needs %s + 32 reserved = %d descriptors", d.p.Flavor, engine.UintTerm("maxclients", ok, mc), n),
-		Inputs: []engine.Input{in.UintInput("maxclients", ok, mc)},
+	return engine.Need{N: n, Why: fmt.Sprintf("%s needs %s + 32 reserved = %d descriptors", d.p.Flavor, term, n),
+		Inputs: inputs,
 		Short:  fmt.Sprintf("%s raises its soft limit itself up to the hard limit and otherwise lowers maxclients to fit.", d.p.Flavor),
 		Live:   fmt.Sprintf("after the running server's limit is raised, CONFIG SET maxclients %d makes it raise its own limit and use it without a restart", mc)}
 }
