@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -47,31 +48,39 @@ func TestPromIsValidTextfile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}
-	failed := mfs["dbhost_check_failed"]
-	if failed == nil {
-		t.Fatalf("no dbhost_check_failed in:\n%s", out)
+	status := mfs["dbhost_check_status"]
+	if status == nil {
+		t.Fatalf("no dbhost_check_status in:\n%s", out)
 	}
-	// One gauge per judged finding, 1 for fail and 0 for pass.
+	// One gauge per finding: 0 pass, 1 fail, 2 unknown.
 	want := map[string]float64{}
 	for _, f := range a.Findings {
-		switch f.Status {
-		case check.Fail:
-			want[f.ID+"|"+f.Subject] = 1
-		case check.Pass:
-			want[f.ID+"|"+f.Subject] = 0
-		}
+		want[f.ID+"|"+f.Subject] = map[check.Status]float64{check.Pass: 0, check.Fail: 1, check.Unknown: 2}[f.Status]
 	}
-	if len(failed.Metric) != len(want) {
-		t.Errorf("%d gauges, want %d", len(failed.Metric), len(want))
+	if len(status.Metric) != len(want) || len(want) == 0 {
+		t.Errorf("%d gauges, want %d", len(status.Metric), len(want))
 	}
-	for _, m := range failed.Metric {
-		labels := map[string]string{}
-		for _, l := range m.Label {
-			labels[l.GetName()] = l.GetValue()
-		}
-		k := labels["id"] + "|" + labels["subject"]
+	for _, m := range status.Metric {
+		labels := labelMap(m)
+		k := labels["check"] + "|" + labels["subject"]
 		if v, ok := want[k]; !ok || v != m.GetGauge().GetValue() || labels["severity"] == "" {
 			t.Errorf("gauge %v = %v, want %v (present %v)", labels, m.GetGauge().GetValue(), v, ok)
+		}
+	}
+	// The counts add up to the findings.
+	total := 0.0
+	for _, m := range mfs["dbhost_findings"].GetMetric() {
+		total += m.GetGauge().GetValue()
+	}
+	if int(total) != len(a.Findings) {
+		t.Errorf("dbhost_findings adds up to %v, want %d", total, len(a.Findings))
+	}
+	// Prometheus owns instance and job: no series may carry them.
+	for name, mf := range mfs {
+		for _, m := range mf.Metric {
+			if l := labelMap(m); l["instance"] != "" || l["job"] != "" {
+				t.Errorf("%s has a label Prometheus owns: %v", name, l)
+			}
 		}
 	}
 	// The real promtool (make test installs it; without it the test can
@@ -151,4 +160,12 @@ func TestTextColourOnlyWhenAsked(t *testing.T) {
 	if !strings.Contains(verbose, "\x1b[") || !strings.Contains(verbose, "/proc/sys/vm/swappiness") {
 		t.Error("verbose coloured output lacks colour or evidence")
 	}
+}
+
+func labelMap(m *dto.Metric) map[string]string {
+	labels := map[string]string{}
+	for _, l := range m.Label {
+		labels[l.GetName()] = l.GetValue()
+	}
+	return labels
 }
