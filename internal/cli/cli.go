@@ -26,6 +26,7 @@ import (
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/mem"
 	"github.com/dbhost/dbhost/internal/report"
+	"github.com/dbhost/dbhost/internal/safefile"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
@@ -202,6 +203,7 @@ func runAudit(ctx context.Context, env Env, args []string) int {
 	verbose := fs.Bool("v", false, "show evidence and passed checks")
 	failOn := fs.String("fail-on", "warning", "exit 1 when a check fails at or above this severity: info, warning, critical, none")
 	color := fs.String("color", "auto", "colour: auto (only on a terminal), always, never")
+	output := fs.String("o", "", "write the report to this file atomically (mode 0644), e.g. for node_exporter's textfile collector")
 	var only, skip listFlag
 	fs.Var(&only, "only", "run only these checks (IDs or domain prefixes, comma-separated)")
 	fs.Var(&skip, "skip", "skip these checks (IDs or domain prefixes)")
@@ -231,6 +233,18 @@ func runAudit(ctx context.Context, env Env, args []string) int {
 	findings := check.Run(f, sel)
 	check.RenderFixes(findings, fix.ContextFrom(f))
 	a := &report.Audit{Facts: f, Findings: findings, Checks: countSelected(sel), Duration: time.Since(start)}
+	if *output != "" {
+		// Never a half-written file where a collector reads it: a
+		// temporary file beside it (not matching *.prom), synced, renamed.
+		err := safefile.Write(*output, 0o644, func(w io.Writer) error {
+			return report.Render(w, *format, a, report.Options{Verbose: *verbose})
+		})
+		if err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost audit:", err)
+			return ExitError
+		}
+		return exitStatus(findings, threshold)
+	}
 	useColor := *color == "always" || (*color == "auto" && isTerminal(env.Stdout) && os.Getenv("NO_COLOR") == "")
 	out := termsafe.Raw(env.Stdout) // json and prom escape themselves
 	if *format == "text" {

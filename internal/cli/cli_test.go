@@ -250,3 +250,37 @@ func TestDocsCatalogCurrent(t *testing.T) {
 		t.Error("docs/checks.md is stale: run `make docs`")
 	}
 }
+
+// The textfile recipe: -o writes the file atomically with mode 0644 and
+// leaves no temporary file; with --fail-on none a host with findings exits
+// 0, so cron or a timer does not report a failure.
+func TestAuditPromTextfile(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "dbhost.prom")
+	if err := os.WriteFile(out, []byte("old\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "audit", "--from", fixture.Path("mem-swapfile"), "--format", "prom", "--fail-on", "none", "-o", out)
+	if code != ExitOK || stdout != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || !strings.Contains(string(b), `dbhost_check_status{check="mem.swappiness",severity="warning",subject="host"} 1`) {
+		t.Fatalf("%s: %v\n%s", out, err, b)
+	}
+	if st, _ := os.Stat(out); st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want 0644 (the collector runs as another user)", st.Mode().Perm())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("files left beside it: %v", ents)
+	}
+	// A failing audit keeps the old file.
+	code, _, _ = runCLI(t, "audit", "--from", filepath.Join(dir, "missing.tar.gz"), "--format", "prom", "--fail-on", "none", "-o", out)
+	if b, _ := os.ReadFile(out); code != ExitError || !strings.Contains(string(b), "dbhost_check_status") {
+		t.Errorf("exit %d and the file became %q", code, b)
+	}
+	// Without --fail-on none the findings set the exit status, as before.
+	if code, _, _ := runCLI(t, "audit", "--from", fixture.Path("mem-swapfile"), "--format", "prom", "-o", out); code != ExitFindings {
+		t.Errorf("exit %d, want %d", code, ExitFindings)
+	}
+}
