@@ -199,9 +199,9 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 // must not reach whoever reads the metrics, and invalid UTF-8 makes
 // client_golang refuse the whole scrape.
 // A line break is escaped too: a label value is one line.
-func label(v string) string {
-	return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(termsafe.Escape(v))
-}
+func label(v string) string { return lineBreaks.Replace(termsafe.Escape(v)) }
+
+var lineBreaks = strings.NewReplacer("\n", `\n`, "\t", `\t`)
 
 // gauge is a const gauge whose label values are escaped.
 func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
