@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"bytes"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -210,4 +211,33 @@ func TestHostileLabels(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The series a host exports are bounded as docs/metrics.md says: at most
+// 100 for the host, 50 per database instance and 10 per database device.
+// Every recorded host is checked.
+func TestCardinalityBound(t *testing.T) {
+	hosts, err := filepath.Glob(filepath.Join(fixture.Dir(), "*.tar.gz"))
+	if err != nil || len(hosts) < 100 {
+		t.Fatalf("recorded hosts: %d, %v", len(hosts), err)
+	}
+	most := 0
+	for _, p := range hosts {
+		name := strings.TrimSuffix(filepath.Base(p), ".tar.gz")
+		f := fixture.Facts(t, name)
+		mfs := families(t, f, fixture.Findings(t, name), nil)
+		n := 0
+		for _, mf := range mfs {
+			n += len(mf.Metric)
+		}
+		devices := map[string]bool{}
+		for _, m := range mfs["dbhost_block_read_ahead_bytes"].GetMetric() {
+			devices[m.Label[0].GetValue()] = true
+		}
+		if bound := 100 + 50*len(f.Instances) + 10*len(devices); n > bound {
+			t.Errorf("%s: %d series, over the documented bound %d", name, n, bound)
+		}
+		most = max(most, n)
+	}
+	t.Logf("at most %d series on %d recorded hosts", most, len(hosts))
 }
