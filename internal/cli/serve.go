@@ -135,7 +135,10 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go ex.Run(ctx)
-	srv := &http.Server{Handler: ex.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// Failed handshakes and plain HTTP on a TLS port are the network's
+	// noise, not the exporter's: debug level.
+	srv := &http.Server{Handler: ex.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
 	go func() {
 		<-ctx.Done()
 		shut, c := context.WithTimeout(context.Background(), 5*time.Second)
