@@ -58,6 +58,7 @@ func commands() []command {
 		{"contention", "judge context switches per core and per query against this host's capacity", runContention},
 		{"experiment", "prove a tuning change with a real benchmark; always puts the host back", runExperiment},
 		{"results", "list, show, compare and report stored experiments", runResults},
+		{"diff", "what differs between two hosts or two times", runDiff},
 		{"version", "print the version", runVersion},
 	}
 }
