@@ -59,6 +59,7 @@ func commands() []command {
 		{"experiment", "prove a tuning change with a real benchmark; always puts the host back", runExperiment},
 		{"results", "list, show, compare and report stored experiments", runResults},
 		{"diff", "what differs between two hosts or two times", runDiff},
+		{"fleet", "reports over many snapshots: fleet report", runFleet},
 		{"version", "print the version", runVersion},
 	}
 }
