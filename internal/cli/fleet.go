@@ -79,7 +79,21 @@ func fleetReport(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "dbhost fleet report: no snapshot given")
 		return ExitError
 	}
-	snaps, errs := fleet.LoadAll(ctx, files, *workers, nil)
+	var progress func(done, total int)
+	if isTerminal(env.Stderr) {
+		progress = func(done, total int) {
+			termsafe.Control(env.Stderr, termsafe.EraseLine)
+			fmt.Fprintf(env.Stderr, "dbhost fleet report: %d/%d snapshots judged", done, total)
+		}
+	}
+	snaps, errs := fleet.LoadAll(ctx, files, *workers, progress)
+	if progress != nil {
+		termsafe.Control(env.Stderr, termsafe.EraseLine)
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(env.Stderr, "dbhost fleet report: interrupted; no report written")
+		return ExitError
+	}
 	r := fleet.Build(snaps, errs)
 	snaps = nil // the report keeps what it shows
 	for _, e := range errs {

@@ -53,6 +53,7 @@ type view struct {
 type column struct {
 	ID, Title, Severity string
 	Fail, Unknown, Pass int
+	severity            check.Severity
 }
 
 type row struct {
@@ -130,13 +131,19 @@ func newView(r *Report) view {
 			v.PassEverywhere = append(v.PassEverywhere, c)
 			continue
 		}
-		v.Columns = append(v.Columns, column{ID: c.ID, Title: c.Title, Severity: c.Severity.String(), Fail: c.Fail, Unknown: c.Unknown, Pass: c.Pass})
+		v.Columns = append(v.Columns, column{ID: c.ID, Title: c.Title, Severity: c.Severity.String(), Fail: c.Fail, Unknown: c.Unknown, Pass: c.Pass, severity: c.Severity})
 	}
 	for i, h := range r.Hosts {
 		rw := row{Anchor: anchor(i), Hostname: esc(h.Hostname), File: esc(base(h.ID)), When: esc(h.CollectedAt),
 			Failing: h.Failing, Critical: h.Critical, Off: len(h.OffMajority)}
 		for _, c := range v.Columns {
-			rw.Cells = append(rw.Cells, cellOf(h.worst[c.ID]))
+			f, ok := h.worst[c.ID]
+			if st, judged := h.Checks[c.ID]; !ok && judged {
+				// A report not made by Build (read back from its JSON)
+				// has each check's worst status, not the finding.
+				f = Finding{Status: st, Severity: c.severity}
+			}
+			rw.Cells = append(rw.Cells, cellOf(f))
 		}
 		v.Rows = append(v.Rows, rw)
 		hv := hostView{Anchor: anchor(i), Hostname: esc(h.Hostname), File: esc(h.ID), When: esc(h.CollectedAt),

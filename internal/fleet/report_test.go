@@ -380,3 +380,36 @@ func TestReportJSONShape(t *testing.T) {
 		t.Errorf("schema %v", v["schema"])
 	}
 }
+
+// A report read back from its JSON renders the same matrix: each cell is
+// the check's worst status, coloured by the check's severity.
+func TestReportHTMLFromJSON(t *testing.T) {
+	r, _ := fleetReport(t)
+	j, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(j, &back); err != nil {
+		t.Fatal(err)
+	}
+	matrix := func(r *Report) string {
+		var b bytes.Buffer
+		if err := WriteHTML(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		s := b.String()
+		i := strings.Index(s, `<section id="matrix">`)
+		return s[i : i+strings.Index(s[i:], "</section>")]
+	}
+	want, got := matrix(r), matrix(&back)
+	if !strings.Contains(want, `class="f-warning"`) {
+		t.Fatal("no failing cell in the matrix")
+	}
+	// Where a check failed with another severity than its catalog's on
+	// some subject, the JSON no longer says so: allow that difference only.
+	norm := regexp.MustCompile(`class="f-[a-z]+"`)
+	if norm.ReplaceAllString(got, "F") != norm.ReplaceAllString(want, "F") {
+		t.Errorf("the matrix from JSON differs in more than severities")
+	}
+}
