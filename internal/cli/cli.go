@@ -60,6 +60,8 @@ func commands() []command {
 		{"experiment", "prove a tuning change with a real benchmark; always puts the host back", runExperiment},
 		{"results", "list, show, compare and report stored experiments", runResults},
 		{"serve", "Prometheus exporter: audit in the background, serve the last result", runServe},
+		{"diff", "what differs between two hosts or two times", runDiff},
+		{"fleet", "reports over many snapshots: fleet report", runFleet},
 		{"version", "print the version", runVersion},
 	}
 }

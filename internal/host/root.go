@@ -1,9 +1,7 @@
 package host
 
 import (
-	"bytes"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -137,27 +135,54 @@ func (h *Host) readKey(key string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: "/" + key, Err: err}
 	}
-	f := os.NewFile(uintptr(fd), key)
-	defer f.Close()
-	var buf bytes.Buffer
-	if st, err := f.Stat(); err == nil {
+	// The descriptor is used as is, not through an *os.File: os.NewFile
+	// would ask whether it is non-blocking and try to add it to the
+	// network poller (two system calls that fail for regular files), and
+	// a snapshot's facts are hundreds of small files.
+	defer unix.Close(fd)
+	size := 0
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err == nil {
 		switch {
-		case !st.Mode().IsRegular():
+		case st.Mode&unix.S_IFMT != unix.S_IFREG:
 			return nil, &fs.PathError{Op: "open", Path: "/" + key, Err: errors.New("not a regular file")}
-		case st.Size() > limit:
+		case st.Size > limit:
 			return nil, ErrTooLarge // refused unread
-		case st.Size() > 0:
-			buf.Grow(int(st.Size()) + 1) // one allocation; /proc files say 0
+		case st.Size > 0:
+			size = int(st.Size) // one allocation; /proc files say 0
 		}
 	}
-	n, err := io.Copy(&buf, io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
+	buf := make([]byte, 0, max(size+1, 512))
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		var n int
+		err := ignoringEINTR(func() (err error) {
+			n, err = unix.Read(fd, buf[len(buf):cap(buf)])
+			return err
+		})
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: key, Err: err}
+		}
+		if n == 0 {
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, ErrTooLarge
+		}
 	}
-	if n > limit {
-		return nil, ErrTooLarge
+}
+
+// ignoringEINTR retries a system call the delivery of a signal
+// interrupted.
+func ignoringEINTR(call func() error) error {
+	for {
+		if err := call(); err != unix.EINTR {
+			return err
+		}
 	}
-	return buf.Bytes(), nil
 }
 
 // statKey stats a root-relative path; follow says whether a final link is

@@ -14,10 +14,10 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // SnapshotFormat names the archive layout; readers refuse other formats.
@@ -217,6 +217,8 @@ func (h *Host) unpack(r io.Reader) error {
 	}
 	tr := tar.NewReader(gz)
 	var lim archiveLimits
+	dirs := map[string]bool{}
+	copyBuf := make([]byte, 32<<10)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -276,14 +278,14 @@ func (h *Host) unpack(r io.Reader) error {
 				return errors.New("no manifest.json")
 			}
 			dst := filepath.Join(h.tmpdir, filepath.FromSlash(name))
-			made, err := mkdirs(filepath.Dir(dst))
+			made, err := mkdirs(filepath.Dir(dst), dirs)
 			if err != nil {
 				return err
 			}
 			if err := lim.addDirs(made); err != nil {
 				return err
 			}
-			if err := writeEntry(dst, tr, hdr.Size); err != nil {
+			if err := writeEntry(dst, tr, hdr.Size, copyBuf); err != nil {
 				return err
 			}
 		}
@@ -308,15 +310,18 @@ func (h *Host) unpack(r io.Reader) error {
 }
 
 // mkdirs is os.MkdirAll that says how many directories it made: each is
-// an inode in tmpfs, and counts as an entry of the archive.
-func mkdirs(dir string) (int, error) {
+// an inode in tmpfs, and counts as an entry of the archive. known holds
+// the directories this unpack already made or found: nothing else writes
+// in the private directory, so they are not looked at again.
+func mkdirs(dir string, known map[string]bool) (int, error) {
 	var missing []string
-	for d := dir; ; d = filepath.Dir(d) {
+	for d := dir; !known[d]; d = filepath.Dir(d) {
 		st, err := os.Lstat(d)
 		if err == nil {
 			if !st.IsDir() {
 				return 0, fmt.Errorf("%s is not a directory", d)
 			}
+			known[d] = true
 			break
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -328,21 +333,52 @@ func mkdirs(dir string) (int, error) {
 		if err := os.Mkdir(missing[i], 0o700); err != nil {
 			return len(missing) - 1 - i, err
 		}
+		known[missing[i]] = true
 	}
 	return len(missing), nil
 }
 
-// writeEntry writes one fs/ entry of the archive.
-func writeEntry(dst string, r io.Reader, size int64) error {
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
+// writeEntry writes one fs/ entry of the archive. The descriptor is used
+// as is, not through an *os.File (see readKey): an unpack writes hundreds
+// of small files.
+func writeEntry(dst string, r io.Reader, size int64, buf []byte) error {
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Open(dst, unix.O_CREAT|unix.O_WRONLY|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		return err
+	})
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: dst, Err: err}
 	}
-	_, err = io.Copy(out, io.LimitReader(r, size))
-	if cerr := out.Close(); err == nil {
-		err = cerr
+	err = writeAll(fd, io.LimitReader(r, size), buf)
+	if cerr := unix.Close(fd); err == nil && cerr != nil {
+		err = &fs.PathError{Op: "close", Path: dst, Err: cerr}
 	}
 	return err
+}
+
+// writeAll copies r to the descriptor fd through buf.
+func writeAll(fd int, r io.Reader, buf []byte) error {
+	for {
+		n, rerr := r.Read(buf)
+		for p := buf[:n]; len(p) > 0; {
+			var w int
+			err := ignoringEINTR(func() (err error) {
+				w, err = unix.Write(fd, p)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			p = p[w:]
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
 }
 
 // size writes a byte count for a person to read.

@@ -1,0 +1,155 @@
+package fleet
+
+import (
+	"context"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+// Snapshot is what fleet keeps of one observation of a host: who and when,
+// its settings, its databases and its verdicts. It holds no facts.
+type Snapshot struct {
+	// File is the snapshot file as given, or "live" for this host.
+	File        string    `json:"file"`
+	Hostname    string    `json:"hostname"`
+	Kernel      string    `json:"kernel,omitempty"`
+	CollectedAt time.Time `json:"collected_at"`
+	AsRoot      bool      `json:"as_root"`
+	// Instances are the databases by name ("postgres:5432"), sorted.
+	Instances []string `json:"instances"`
+	// Devices are the block devices whose queues are in Settings, sorted.
+	Devices  []string   `json:"devices"`
+	Settings SettingMap `json:"settings"`
+	Findings []Finding  `json:"findings"`
+}
+
+// Finding is a verdict without its evidence: enough to compare and count.
+type Finding struct {
+	ID       string         `json:"id"`
+	Subject  string         `json:"subject"`
+	Status   check.Status   `json:"status"`
+	Severity check.Severity `json:"severity"`
+}
+
+// key identifies a finding on a host.
+func (f Finding) key() string { return f.ID + "\x00" + f.Subject }
+
+// Label names the observation for people: the host name and the time it
+// was collected ("db1 2026-11-21 17:06:05Z"). Two snapshots of one host at
+// different times have different labels; File tells apart the rest.
+func (s *Snapshot) Label() string {
+	name := s.Hostname
+	if name == "" {
+		name = "(no hostname)"
+	}
+	if s.CollectedAt.IsZero() {
+		return name
+	}
+	return name + " " + s.CollectedAt.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// FromFacts reduces gathered facts and their findings (check.Run) to a
+// Snapshot. file names the source ("live" for this host).
+func FromFacts(file string, f *facts.Facts, findings []check.Finding) Snapshot {
+	s := Snapshot{
+		File:        file,
+		Hostname:    f.Manifest.Hostname,
+		Kernel:      f.Manifest.Kernel,
+		CollectedAt: f.Manifest.CollectedAt,
+		AsRoot:      f.AsRoot,
+		Settings:    Settings(f),
+	}
+	for _, in := range f.Instances {
+		s.Instances = append(s.Instances, in.Name())
+	}
+	sort.Strings(s.Instances)
+	for name, d := range f.Storage.Devices {
+		if d != nil && !d.Partition {
+			s.Devices = append(s.Devices, name)
+		}
+	}
+	sort.Strings(s.Devices)
+	s.Findings = reduceFindings(findings)
+	return s
+}
+
+// reduceFindings keeps one verdict per check and subject (the worst, should
+// a check judge a subject twice), sorted by check and subject.
+func reduceFindings(fds []check.Finding) []Finding {
+	idx := map[string]int{}
+	out := make([]Finding, 0, len(fds))
+	for _, fd := range fds {
+		f := Finding{ID: fd.ID, Subject: fd.Subject, Status: fd.Status, Severity: fd.Severity}
+		if i, ok := idx[f.key()]; ok {
+			if worse(f, out[i]) {
+				out[i] = f
+			}
+			continue
+		}
+		idx[f.key()] = len(out)
+		out = append(out, f)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].ID != out[b].ID {
+			return out[a].ID < out[b].ID
+		}
+		return out[a].Subject < out[b].Subject
+	})
+	return out
+}
+
+// statusRank orders verdicts from best to worst; a check with no verdict
+// on a host ranks below pass.
+func statusRank(s check.Status) int {
+	switch s {
+	case check.Pass:
+		return 1
+	case check.Unknown:
+		return 2
+	case check.Fail:
+		return 3
+	}
+	return 0
+}
+
+// worse reports whether a is a worse verdict than b: fail over unknown over
+// pass, and between two failures the more severe.
+func worse(a, b Finding) bool {
+	if ra, rb := statusRank(a.Status), statusRank(b.Status); ra != rb {
+		return ra > rb
+	}
+	return a.Status == check.Fail && a.Severity > b.Severity
+}
+
+// Load judges a snapshot file as 'dbhost audit --from' does and reduces it.
+func Load(ctx context.Context, file string) (Snapshot, error) {
+	h, err := host.OpenSnapshot(file)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	defer h.Close()
+	return judge(ctx, file, h, facts.Options{}), nil
+}
+
+// LoadHost judges an opened host (live, or a snapshot) and reduces it.
+func LoadHost(ctx context.Context, file string, h *host.Host, opts facts.Options) Snapshot {
+	return judge(ctx, file, h, opts)
+}
+
+func judge(ctx context.Context, file string, h *host.Host, opts facts.Options) Snapshot {
+	f := facts.Gather(ctx, h, opts)
+	return FromFacts(file, f, check.Run(f, check.Selector{}))
+}
+
+// base is a file's name without its directory, for display.
+func base(file string) string {
+	if file == "" || file == "live" {
+		return file
+	}
+	return filepath.Base(file)
+}
