@@ -58,19 +58,9 @@ Flags: --db PATH (default `+results.DefaultPath+`), --format.`)
 // parseWithArgs parses flags that may come before or after the positional
 // arguments and checks their count.
 func parseWithArgs(fs *flag.FlagSet, args []string, want int, what string) ([]string, int, bool) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, ExitOK, false
-			}
-			return nil, ExitError, false
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	pos, code, ok := parseOperands(fs, args)
+	if !ok {
+		return nil, code, false
 	}
 	if len(pos) != want {
 		fmt.Fprintf(fs.Output(), "dbhost %s: want %s\n", fs.Name(), what)
