@@ -26,14 +26,21 @@ type Options struct {
 	// Reaudit, if set, judges the host again after the changes; the
 	// selected findings' new statuses are stored with the change set.
 	Reaudit func() []check.Finding
-	// afterRecord runs after the journal holds a file's undo and before the
-	// file is written (tests kill the process there).
-	afterRecord func(path string)
+	// hook runs after each step ("recorded PATH": the journal holds a
+	// file's undo, "wrote PATH", "set PATH": a kernel value written); tests
+	// kill the process there.
+	hook func(step string)
 	now         func() time.Time
 }
 
 // StateDir is where change sets of root are kept by default.
 func StateDir(root string) string { return filepath.Join(root, "var/lib/dbhost/changes") }
+
+func (o *Options) step(s string) {
+	if o.hook != nil {
+		o.hook(s)
+	}
+}
 
 func (o *Options) stateDir(root string) string {
 	if o.StateDir != "" {
@@ -176,6 +183,7 @@ func Apply(p *Plan, opts Options) (*ChangeSet, error) {
 		if got := journal.Current(string(b)); got != v.New {
 			return fail(fmt.Errorf("%s reads back %q after writing %q", v.Path, got, v.New))
 		}
+		opts.step("set " + v.Path)
 	}
 	cs.Status, cs.Finished = StatusApplied, opts.now().UTC()
 	if err := saveMeta(dir, cs); err != nil {
@@ -219,9 +227,7 @@ func writeFile(j *journal.Journal, d *safefile.Dir, setDir, root string, f FileP
 	if err := j.Record(KindFile, "file "+f.Path, u); err != nil {
 		return err
 	}
-	if opts.afterRecord != nil {
-		opts.afterRecord(f.Path)
-	}
+	opts.step("recorded " + f.Path)
 	if err := d.WriteFile(rel, os.FileMode(f.Mode), []byte(f.Content)); err != nil {
 		return err
 	}
@@ -232,6 +238,7 @@ func writeFile(j *journal.Journal, d *safefile.Dir, setDir, root string, f FileP
 	if safefile.Sum(got) != f.NewSum || uint32(info.Mode) != f.Mode {
 		return fmt.Errorf("%s reads back different content or mode %04o", f.Path, info.Mode)
 	}
+	opts.step("wrote " + f.Path)
 	return nil
 }
 

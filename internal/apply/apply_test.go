@@ -320,8 +320,8 @@ func TestKilledApplyIsRecovered(t *testing.T) {
 		root, state := filepath.Join(dir, "root"), filepath.Join(dir, "changes")
 		n := 0
 		p := basePlan(t, root)
-		Apply(p, Options{StateDir: state, afterRecord: func(string) {
-			if n++; n == 2 {
+		Apply(p, Options{StateDir: state, hook: func(step string) {
+			if n++; strings.HasPrefix(step, "recorded ") && n > 2 {
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			}
 		}})
