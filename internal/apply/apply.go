@@ -30,7 +30,7 @@ type Options struct {
 	// file's undo, "wrote PATH", "set PATH": a kernel value written); tests
 	// kill the process there.
 	hook func(step string)
-	now         func() time.Time
+	now  func() time.Time
 }
 
 // StateDir is where change sets of root are kept by default.
