@@ -236,6 +236,31 @@ func TestApplyRefusesFileEditedSincePlan(t *testing.T) {
 	}
 }
 
+// TestApplyRefusesFileEditedDuringApply: someone writes a destination
+// after the apply checked the plan and wrote the first file; the write
+// refuses it, names it, and what was already written is put back.
+func TestApplyRefusesFileEditedDuringApply(t *testing.T) {
+	root := tree(t)
+	p := basePlan(t, root)
+	theirs := filepath.Join(root, "etc/tmpfiles.d/60-dbhost.conf")
+	_, err := Apply(p, Options{StateDir: filepath.Join(t.TempDir(), "changes"), hook: func(step string) {
+		if step == "wrote /etc/sysctl.d/60-dbhost.conf" {
+			os.MkdirAll(filepath.Dir(theirs), 0o755)
+			os.WriteFile(theirs, []byte("w /x - - - - 1\n"), 0o644)
+		}
+	}})
+	if err == nil || !strings.Contains(err.Error(), "refusing /etc/tmpfiles.d/60-dbhost.conf: it changed since the plan") {
+		t.Fatalf("apply over a file written during it: %v", err)
+	}
+	if b, _ := os.ReadFile(theirs); string(b) != "w /x - - - - 1\n" {
+		t.Fatalf("their file was overwritten: %q", b)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "etc/sysctl.d/60-dbhost.conf"))
+	if err != nil || string(b) != "# an older file\nvm.swappiness = 10\n" {
+		t.Fatalf("the file written first was not put back: %q %v", b, err)
+	}
+}
+
 func TestApplyRefusesLinks(t *testing.T) {
 	root := tree(t)
 	victim := filepath.Join(t.TempDir(), "victim")
