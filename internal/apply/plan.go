@@ -284,8 +284,10 @@ func planFile(root string, file fix.File) (FilePlan, error) {
 		return fp, err
 	}
 	fp.Exists, fp.Sum, fp.OldMode, fp.UID, fp.GID = true, safefile.Sum(b), uint32(info.Mode), info.UID, info.GID
+	fp.Content = keep(file.Path, string(b), file.Content)
+	fp.NewSum = safefile.Sum([]byte(fp.Content))
 	fp.Unchanged = fp.Sum == fp.NewSum && fp.OldMode == mode
-	fp.Diff = diff(file.Path, string(b), file.Content)
+	fp.Diff = diff(file.Path, string(b), fp.Content)
 	return fp, nil
 }
 
