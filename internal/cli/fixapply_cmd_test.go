@@ -11,8 +11,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dbhost/dbhost/internal/fixture"
+	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
 
@@ -175,5 +177,38 @@ func TestFixApplyFlagErrors(t *testing.T) {
 		if code, _, _ := runCLI(t, args...); code != ExitError {
 			t.Errorf("%v: exit %d, want %d", args, code, ExitError)
 		}
+	}
+}
+
+// TestFixApplyTakesHostLock: while someone holds the host lock (an
+// experiment, another apply), --apply waits and changes nothing.
+func TestFixApplyTakesHostLock(t *testing.T) {
+	root := copyTree(t)
+	before := treeListing(t, root)
+	release, err := journal.Lock(journal.HostLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := runCLI(t, "fix", "--apply", "--only", "net", "--from", fixture.Path("baseline"), "--root", root)
+		done <- code
+	}()
+	select {
+	case code := <-done:
+		release()
+		t.Fatalf("--apply finished (exit %d) while the host lock was held", code)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if treeListing(t, root) != before {
+		release()
+		t.Fatal("--apply changed the tree while the host lock was held")
+	}
+	release()
+	if code := <-done; code == ExitError {
+		t.Fatalf("--apply after the lock was released: exit %d", code)
+	}
+	if treeListing(t, root) == before {
+		t.Fatal("--apply changed nothing once the lock was free")
 	}
 }
