@@ -78,8 +78,17 @@ func History(state string) ([]*ChangeSet, error) {
 		}
 		out = append(out, cs)
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	sort.Slice(out, func(a, b int) bool { return before(out[a], out[b]) })
 	return out, nil
+}
+
+// before orders change sets by when they were made: IDs of one second
+// differ only in their random part.
+func before(a, b *ChangeSet) bool {
+	if !a.Created.Equal(b.Created) {
+		return a.Created.Before(b.Created)
+	}
+	return a.ID < b.ID
 }
 
 // Recover rolls back every change set an interrupted run left unfinished
@@ -133,7 +142,7 @@ func Rollback(state, id string) (*ChangeSet, error) {
 	// A later applied set may have replaced the same files: its undo
 	// would put back this set's content, so it must be rolled back first.
 	for _, later := range sets {
-		if later.ID > cs.ID && later.Status == StatusApplied {
+		if before(cs, later) && later.Status == StatusApplied {
 			return nil, fmt.Errorf("change set %s was applied after %s: roll it back first", later.ID, cs.ID)
 		}
 	}

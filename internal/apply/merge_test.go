@@ -34,7 +34,8 @@ func TestApplyKeepsEarlierSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Apply(p1, Options{StateDir: state}); err != nil {
+	cs1, err := Apply(p1, Options{StateDir: state})
+	if err != nil {
 		t.Fatal(err)
 	}
 	first, _ := os.ReadFile(filepath.Join(root, "etc/sysctl.d/60-dbhost.conf"))
@@ -56,6 +57,11 @@ func TestApplyKeepsEarlierSettings(t *testing.T) {
 	}
 	if strings.Count(string(b), "vm.overcommit_memory") != 1 {
 		t.Errorf("a setting appears twice:\n%s", b)
+	}
+	// The first set cannot be rolled back under the second (its undo
+	// would put back the first one's content beneath the second's).
+	if _, err := Rollback(state, cs1.ID); err == nil || !strings.Contains(err.Error(), "roll it back first") {
+		t.Fatalf("rollback of the first of two sets: %v", err)
 	}
 	// Rolling back the second apply puts back the first one's file.
 	if _, err := Rollback(state, ""); err != nil {
