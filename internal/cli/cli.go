@@ -393,18 +393,23 @@ func runChecks(_ context.Context, env Env, args []string) int {
 }
 
 func runFix(ctx context.Context, env Env, args []string) int {
-	fs := newFlagSet(env, "fix", "--out DIR [flags]")
+	fs := newFlagSet(env, "fix", "--out DIR | --plan | --apply | --rollback [CHANGE-ID] | --history | --recover [flags]")
 	var src sourceFlags
 	src.register(fs, true)
 	out := fs.String("out", "", "directory to render the fix files into (render only; nothing on the host changes)")
 	var only, skip listFlag
 	fs.Var(&only, "only", "fix only these checks (IDs or domain prefixes)")
 	fs.Var(&skip, "skip", "leave these checks out")
-	if code, ok := parse(fs, args); !ok {
+	var af applyFlags
+	af.register(fs)
+	if code, ok := parseFix(fs, args, &af); !ok {
 		return code
 	}
+	if af.modes() > 0 || af.planOut != "" || af.planFile != "" {
+		return runFixApply(ctx, env, &src, &af, only, skip, *out)
+	}
 	if *out == "" {
-		fmt.Fprintln(env.Stderr, "dbhost fix: --out DIR is required (applying fixes is not supported yet)")
+		fmt.Fprintln(env.Stderr, "dbhost fix: --out DIR is required (or --plan, --apply, --rollback, --history, --recover)")
 		return ExitError
 	}
 	if err := validSelection(only, skip); err != nil {

@@ -325,6 +325,13 @@ func (d *Dir) Check(rel string) error {
 // a temporary file created with O_EXCL|O_NOFOLLOW is synced and renamed
 // over it. rename replaces a symbolic link itself, never what it points to.
 func (d *Dir) WriteFile(rel string, mode os.FileMode, b []byte) error {
+	return d.WriteFileOwned(rel, mode, -1, -1, b)
+}
+
+// WriteFileOwned is WriteFile with the file's owner and group set (on the
+// temporary file, before it is renamed into place); -1 keeps the writer's.
+// Restoring a file dbhost replaced puts back its owner this way.
+func (d *Dir) WriteFileOwned(rel string, mode os.FileMode, uid, gid int, b []byte) error {
 	dir, name, err := d.openParent(rel, true)
 	if err != nil {
 		return err
@@ -345,7 +352,12 @@ func (d *Dir) WriteFile(rel string, mode os.FileMode, b []byte) error {
 			unix.Unlinkat(dir, tmp, 0)
 		}
 	}()
-	if err := f.Chmod(mode.Perm()); err != nil { // the umask must not widen or narrow it
+	if uid >= 0 || gid >= 0 {
+		if err := f.Chown(uid, gid); err != nil {
+			return err
+		}
+	}
+	if err := f.Chmod(mode.Perm()); err != nil { // the umask must not widen or narrow it (and chown clears set-id bits)
 		return err
 	}
 	if _, err := f.Write(b); err != nil {
@@ -376,6 +388,27 @@ func (d *Dir) ReadFile(rel string, max int64) ([]byte, error) {
 	defer unix.Close(dir)
 	b, _, err := readRegular(dir, name, filepath.Join(d.path, rel), max)
 	return b, err
+}
+
+// FileInfo is what ReadFileInfo tells about a file besides its content.
+type FileInfo struct {
+	Mode     os.FileMode
+	UID, GID int
+}
+
+// ReadFileInfo is ReadFile that also returns the permission bits and owner
+// of the file it read.
+func (d *Dir) ReadFileInfo(rel string, max int64) ([]byte, FileInfo, error) {
+	dir, name, err := d.openParent(rel, false)
+	if err != nil {
+		return nil, FileInfo{}, err
+	}
+	defer unix.Close(dir)
+	b, st, err := readRegular(dir, name, filepath.Join(d.path, rel), max)
+	if err != nil {
+		return nil, FileInfo{}, err
+	}
+	return b, FileInfo{Mode: os.FileMode(st.Mode & 0o777), UID: int(st.Uid), GID: int(st.Gid)}, nil
 }
 
 // readRegular reads name in dir if it is a regular file, and returns its

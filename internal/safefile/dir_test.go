@@ -171,3 +171,23 @@ func TestOpenDirRefusesWhatOthersCanChange(t *testing.T) {
 		t.Errorf("x/y: %v", err)
 	}
 }
+
+func TestWriteFileOwnedSetsOwnerAndMode(t *testing.T) {
+	d := openTemp(t)
+	if err := d.WriteFileOwned("a/f.conf", 0o640, 12345, 54321, []byte("x\n")); err != nil {
+		t.Fatal(err)
+	}
+	b, info, err := d.ReadFileInfo("a/f.conf", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != "x\n" || info.Mode != 0o640 || info.UID != 12345 || info.GID != 54321 {
+		t.Fatalf("got %q %+v, want \"x\\n\" mode 0640 owner 12345:54321", b, info)
+	}
+	if err := os.Symlink("f.conf", filepath.Join(d.Path(), "a", "l")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.ReadFileInfo("a/l", 100); err == nil {
+		t.Fatal("ReadFileInfo followed a symbolic link")
+	}
+}

@@ -1,0 +1,366 @@
+// Package apply changes the host the way `dbhost fix --out` only describes:
+// it writes the rendered persistent files that are safe to write into their
+// real places and sets the runtime kernel values, every change journaled
+// before it happens so that a change set can be rolled back byte for byte
+// (files) and value for value (kernel knobs), also after a crash.
+//
+// The same function (Build) computes what `fix --plan` shows and what
+// `fix --apply` does. Everything is relative to a root directory standing
+// in for /, so tests run on a temporary tree; kernel values are only
+// touched when the root is "/".
+package apply
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/fix"
+	"github.com/dbhost/dbhost/internal/journal"
+	"github.com/dbhost/dbhost/internal/safefile"
+)
+
+// maxFile bounds a destination file read back (dbhost's are a few KB).
+const maxFile = 4 << 20
+
+// Plan is what an apply changes: the files, the runtime values, and what it
+// leaves to a person.
+type Plan struct {
+	Root     string      `json:"root"`
+	Findings []Target    `json:"findings"`
+	Files    []FilePlan  `json:"files"`
+	Values   []ValuePlan `json:"values"`
+	// NotApplied lists, per finding, what apply never does (restarts, the
+	// kernel command line, fstab, database settings, check commands).
+	NotApplied []string `json:"not_applied,omitempty"`
+}
+
+// Target is a finding an apply fixes.
+type Target struct {
+	ID      string `json:"id"`
+	Subject string `json:"subject"`
+}
+
+func (t Target) String() string {
+	if t.Subject == "" || t.Subject == "host" {
+		return t.ID
+	}
+	return t.ID + " (" + t.Subject + ")"
+}
+
+// FilePlan is one persistent file and the state it replaces.
+type FilePlan struct {
+	Path string `json:"path"` // on the host, absolute
+	// Exists, Sum, OldMode, UID, GID: the destination as read by the plan
+	// (Sum is the SHA-256 of its content, "" when absent).
+	Exists  bool   `json:"exists"`
+	Sum     string `json:"sum"`
+	OldMode uint32 `json:"old_mode,omitempty"`
+	UID     int    `json:"uid,omitempty"`
+	GID     int    `json:"gid,omitempty"`
+	// NewSum and Mode: the content and permission written.
+	NewSum  string `json:"new_sum"`
+	Mode    uint32 `json:"mode"`
+	Content string `json:"content"`
+	Diff    string `json:"diff,omitempty"`
+	// Unchanged: the file already has this content and mode.
+	Unchanged bool `json:"unchanged,omitempty"`
+	// Refused says why the file cannot be written (a link there).
+	Refused  string   `json:"refused,omitempty"`
+	Findings []string `json:"findings"`
+}
+
+// ValuePlan is one runtime kernel value.
+type ValuePlan struct {
+	Path      string   `json:"path"`
+	Old       string   `json:"old"`
+	New       string   `json:"new"`
+	Unchanged bool     `json:"unchanged,omitempty"`
+	Findings  []string `json:"findings"`
+}
+
+var (
+	nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@:+-]*$`)
+	unitRe = regexp.MustCompile(`^/etc/systemd/system/([A-Za-z0-9][A-Za-z0-9_.@:\\-]*\.(service|socket|mount|target|slice|scope|timer))\.d/$`)
+)
+
+// safeDirs are the directories apply writes into, with the suffix the file
+// name must have.
+var safeDirs = map[string]string{
+	"/etc/sysctl.d/":          ".conf",
+	"/etc/udev/rules.d/":      ".rules",
+	"/etc/security/limits.d/": ".conf",
+	"/etc/tmpfiles.d/":        ".conf",
+}
+
+// Allowed says why apply must not write the file at p (absolute, on the
+// host), or nil: only the drop-in directories of sysctl, udev, pam_limits,
+// systemd-tmpfiles and systemd units, one level deep, with a plain name.
+func Allowed(p string) error {
+	if path.Clean(p) != p || !path.IsAbs(p) {
+		return fmt.Errorf("refusing %s: not a clean absolute path", p)
+	}
+	dir, base := path.Split(p)
+	if !nameRe.MatchString(base) {
+		return fmt.Errorf("refusing %s: not a plain file name", p)
+	}
+	suffix, ok := safeDirs[dir]
+	if !ok && unitRe.MatchString(dir) {
+		suffix, ok = ".conf", true
+	}
+	if !ok {
+		return fmt.Errorf("refusing %s: apply writes only into /etc/sysctl.d, /etc/udev/rules.d, /etc/security/limits.d, /etc/tmpfiles.d and /etc/systemd/system/UNIT.d", p)
+	}
+	if !strings.HasSuffix(base, suffix) {
+		return fmt.Errorf("refusing %s: files there must end in %s", p, suffix)
+	}
+	return nil
+}
+
+// Select returns the failing findings with a fix, in check order.
+func Select(findings []check.Finding) []check.Finding {
+	var out []check.Finding
+	for _, f := range findings {
+		if f.Status == check.Fail && f.Fix != nil && !f.Fix.Empty() {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Build computes the plan for the selected findings (see Select) against
+// the files under root, reading only. Kernel values are read from the live
+// host only when root is "/"; elsewhere they are listed as not applied.
+func Build(root string, fc fix.Context, selected []check.Finding) (*Plan, error) {
+	root = filepath.Clean(root)
+	p := &Plan{Root: root, Findings: []Target{}, Files: []FilePlan{}, Values: []ValuePlan{}}
+	var items []fix.Item
+	fileOwners := map[string][]string{}
+	for _, f := range selected {
+		t := Target{ID: f.ID, Subject: f.Subject}
+		p.Findings = append(p.Findings, t)
+		it := fix.Item{ID: f.ID, Subject: f.Subject, Fix: f.Fix}
+		items = append(items, it)
+		for _, file := range fix.Render(fc, []fix.Item{it}) {
+			fileOwners[file.Path] = append(fileOwners[file.Path], t.String())
+		}
+		p.NotApplied = append(p.NotApplied, notApplied(t, f.Fix, fc, root)...)
+	}
+	for _, file := range fix.Render(fc, items) {
+		if err := Allowed(file.Path); err != nil {
+			p.NotApplied = append(p.NotApplied, fmt.Sprintf("%s: %s is not written (only rendered by `dbhost fix --out`): %s",
+				strings.Join(fileOwners[file.Path], ", "), file.Path, reasonNotWritten(file.Path)))
+			continue
+		}
+		fp, err := planFile(root, file)
+		if err != nil {
+			return nil, err
+		}
+		fp.Findings = fileOwners[file.Path]
+		p.Files = append(p.Files, fp)
+	}
+	if root == "/" {
+		seen := map[string]int{}
+		for _, f := range selected {
+			if f.Fix.HostOnly {
+				continue
+			}
+			t := Target{ID: f.ID, Subject: f.Subject}.String()
+			for _, k := range fix.Knobs(f.Fix) {
+				clean := path.Clean(k.Path)
+				if i, ok := seen[clean]; ok {
+					p.Values[i].Findings = append(p.Values[i].Findings, t)
+					continue
+				}
+				if err := knobAllowed(clean, k.Value); err != nil {
+					return nil, err
+				}
+				b, err := os.ReadFile(clean)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", t, err)
+				}
+				old := journal.Current(string(b))
+				seen[clean] = len(p.Values)
+				p.Values = append(p.Values, ValuePlan{Path: clean, Old: old, New: k.Value, Unchanged: old == k.Value, Findings: []string{t}})
+			}
+		}
+	}
+	sort.Strings(p.NotApplied)
+	return p, nil
+}
+
+func reasonNotWritten(p string) string {
+	switch {
+	case strings.HasPrefix(p, "/etc/default/grub"):
+		return "the kernel command line changes only with update-grub and a reboot"
+	case strings.Contains(p, "fstab"):
+		return "fstab is never edited by dbhost"
+	case strings.HasPrefix(p, "/etc/tuned/"):
+		return "a TuneD profile takes effect only with tuned-adm"
+	}
+	return "database configuration and other files are left to a person"
+}
+
+// knobAllowed keeps a runtime value under /proc/sys and /sys, as
+// fix.ApplyKnobs does.
+func knobAllowed(p, v string) error {
+	if !strings.HasPrefix(p, "/proc/sys/") && !strings.HasPrefix(p, "/sys/") {
+		return fmt.Errorf("refusing to write %s: not a kernel knob", p)
+	}
+	if strings.ContainsAny(v, "\n\x00") {
+		return fmt.Errorf("refusing to write %q to %s", v, p)
+	}
+	return nil
+}
+
+// notApplied lists what apply leaves to a person for one finding.
+func notApplied(t Target, f *fix.Fix, fc fix.Context, root string) []string {
+	var out []string
+	add := func(format string, a ...any) { out = append(out, t.String()+": "+fmt.Sprintf(format, a...)) }
+	if f.HostOnly && len(fix.Knobs(f)) > 0 {
+		add("kernel values not set: dbhost runs in a container; apply them on the container's host")
+	} else if root != "/" && len(fix.Knobs(f)) > 0 {
+		add("kernel values not set: the root is %s, not the live host", root)
+	}
+	for _, c := range f.Config {
+		add("database setting %s = %s on %s not applied (ALTER SYSTEM / SET GLOBAL are not done by this version)", c.Key, c.Value, c.Instance)
+	}
+	for _, c := range f.Cmdline {
+		add("kernel command line %s not changed (needs update-grub and a reboot)", c)
+	}
+	for _, m := range f.Mount {
+		add("mount options of %s not changed (fstab and remounts are left to a person)", m.MountPoint)
+	}
+	for _, kv := range f.TunedDisk {
+		add("TuneD [disk] %s=%s not applied", kv.Key, kv.Value)
+	}
+	if len(f.Dropins) > 0 || len(f.Limits) > 0 {
+		add("limits and unit drop-ins take effect when the service restarts or at the next login; nothing is restarted")
+	}
+	for _, r := range f.Runtime {
+		add("command not run: %s", r)
+	}
+	if s := fix.Steps(f, fc); s != "" {
+		add("%s", s)
+	}
+	if f.Manual != "" {
+		add("%s", f.Manual)
+	}
+	return out
+}
+
+// planFile reads the destination of one rendered file.
+func planFile(root string, file fix.File) (FilePlan, error) {
+	mode := file.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	fp := FilePlan{Path: file.Path, Mode: mode, Content: file.Content, NewSum: safefile.Sum([]byte(file.Content))}
+	full := filepath.Join(root, file.Path)
+	if why := linkOnTheWay(root, file.Path); why != "" {
+		fp.Refused = why
+		return fp, nil
+	}
+	st, err := os.Lstat(full)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		fp.Diff = diff(file.Path, "", file.Content)
+		return fp, nil
+	case err != nil:
+		return fp, err
+	case !st.Mode().IsRegular():
+		fp.Refused = fmt.Sprintf("%s is not a regular file (%s): dbhost does not write through it", file.Path, st.Mode().Type())
+		return fp, nil
+	}
+	b, info, err := readNoFollow(full)
+	if err != nil {
+		return fp, err
+	}
+	fp.Exists, fp.Sum, fp.OldMode, fp.UID, fp.GID = true, safefile.Sum(b), uint32(info.Mode), info.UID, info.GID
+	fp.Content = keep(file.Path, string(b), file.Content)
+	fp.NewSum = safefile.Sum([]byte(fp.Content))
+	fp.Unchanged = fp.Sum == fp.NewSum && fp.OldMode == mode
+	fp.Diff = diff(file.Path, string(b), fp.Content)
+	return fp, nil
+}
+
+// linkOnTheWay says which directory between root and p is a symbolic link
+// or not a directory, or "".
+func linkOnTheWay(root, p string) string {
+	dir := root
+	parts := strings.Split(strings.Trim(path.Dir(p), "/"), "/")
+	for _, c := range parts {
+		dir = filepath.Join(dir, c)
+		st, err := os.Lstat(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return ""
+		}
+		if err != nil {
+			return err.Error()
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Sprintf("%s is a symbolic link: dbhost does not write through links", dir)
+		}
+		if !st.IsDir() {
+			return fmt.Sprintf("%s is not a directory", dir)
+		}
+	}
+	return ""
+}
+
+// Sum returns the SHA-256 of the file at p under root, "" when it does not
+// exist; a link or anything but a regular file is an error.
+func Sum(root, p string) (string, error) {
+	full := filepath.Join(root, p)
+	if why := linkOnTheWay(root, p); why != "" {
+		return "", errors.New(why)
+	}
+	st, err := os.Lstat(full)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", full)
+	}
+	b, _, err := readNoFollow(full)
+	if err != nil {
+		return "", err
+	}
+	return safefile.Sum(b), nil
+}
+
+// Changes reports whether the plan changes anything.
+func (p *Plan) Changes() bool {
+	for _, f := range p.Files {
+		if !f.Unchanged {
+			return true
+		}
+	}
+	for _, v := range p.Values {
+		if !v.Unchanged {
+			return true
+		}
+	}
+	return false
+}
+
+// Refusals lists why the plan cannot be applied (links at destinations).
+func (p *Plan) Refusals() []string {
+	var out []string
+	for _, f := range p.Files {
+		if f.Refused != "" {
+			out = append(out, f.Refused)
+		}
+	}
+	return out
+}

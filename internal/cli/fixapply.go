@@ -1,0 +1,294 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/dbhost/dbhost/internal/apply"
+	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/fix"
+	"github.com/dbhost/dbhost/internal/journal"
+	"github.com/dbhost/dbhost/internal/safefile"
+)
+
+// geteuid is replaced by tests that play a user who is not root.
+var geteuid = os.Geteuid
+
+// applyFlags are the modes of `dbhost fix` that change the host (or show
+// what they would change).
+type applyFlags struct {
+	plan, apply, rollback, history, recover bool
+	planOut, planFile                       string
+	rollbackID                              string
+}
+
+func (a *applyFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&a.plan, "plan", false, "show what --apply would change: a diff per file, old and new value per kernel setting (read-only)")
+	fs.StringVar(&a.planOut, "plan-out", "", "with --plan: also save the plan as JSON (each file's current hash) for --apply --plan-file")
+	fs.BoolVar(&a.apply, "apply", false, "write the safe persistent files and set the kernel values, journaled (root)")
+	fs.StringVar(&a.planFile, "plan-file", "", "with --apply: refuse if any file changed since this saved plan, or the changes differ")
+	fs.BoolVar(&a.rollback, "rollback", false, "put back a change set exactly: [CHANGE-ID], default the latest applied (root)")
+	fs.BoolVar(&a.history, "history", false, "list the change sets: when, by whom, what they fixed")
+	fs.BoolVar(&a.recover, "recover", false, "roll back a change set an interrupted apply or rollback left unfinished (root)")
+}
+
+func (a *applyFlags) modes() int {
+	n := 0
+	for _, b := range []bool{a.plan, a.apply, a.rollback, a.history, a.recover} {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// parseFix is parse for `dbhost fix`, which takes one argument: the
+// change set --rollback puts back.
+func parseFix(fs *flag.FlagSet, args []string, a *applyFlags) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK, false
+		}
+		return ExitError, false
+	}
+	if a.rollback && fs.NArg() > 0 {
+		// Flags may follow the ID.
+		a.rollbackID = fs.Arg(0)
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return ExitError, false
+		}
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "dbhost %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return ExitError, false
+	}
+	return 0, true
+}
+
+// runFixApply runs --plan, --apply, --rollback, --history or --recover.
+func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, only, skip []string, out string) int {
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(env.Stderr, "dbhost fix: "+format+"\n", args...)
+		return ExitError
+	}
+	switch {
+	case a.modes() > 1:
+		return fail("--plan, --apply, --rollback, --history and --recover are separate modes: give one")
+	case out != "":
+		return fail("--out renders files only; it does not combine with --%s", a.mode())
+	case a.planOut != "" && !a.plan:
+		return fail("--plan-out goes with --plan")
+	case a.planFile != "" && !a.apply:
+		return fail("--plan-file goes with --apply")
+	case src.from != "" && (src.root == "/" || src.root == ""):
+		return fail("--from reads a snapshot, not this host: --%s needs --root DIR, a copy tree to change instead of /", a.mode())
+	}
+	state := apply.StateDir(src.root)
+	if a.history {
+		return fixHistory(env, state)
+	}
+	if (a.apply || a.rollback || a.recover) && geteuid() != 0 {
+		return fail("--%s changes files under /etc and kernel values: run it as root (sudo dbhost fix --%s)", a.mode(), a.mode())
+	}
+	if a.plan {
+		p, code := fixPlan(ctx, env, src, only, skip)
+		if p == nil {
+			return code
+		}
+		printPlan(env.Stdout, p)
+		if a.planOut != "" {
+			b, _ := json.MarshalIndent(p, "", "  ")
+			if err := safefile.WriteBytes(a.planOut, 0o600, append(b, '\n')); err != nil {
+				return fail("%v", err)
+			}
+			fmt.Fprintf(env.Stderr, "dbhost fix: plan saved to %s\n", a.planOut)
+		}
+		return ExitOK
+	}
+	// Two applies (or an apply and an experiment) never interleave.
+	release, err := journal.Lock(journal.HostLock)
+	if err != nil {
+		return fail("host lock: %v", err)
+	}
+	defer release()
+	recovered, err := apply.Recover(state)
+	for _, id := range recovered {
+		fmt.Fprintf(env.Stderr, "dbhost fix: change set %s was left unfinished by an interrupted run: rolled back\n", id)
+	}
+	if err != nil {
+		return fail("recover: %v", err)
+	}
+	switch {
+	case a.recover:
+		if len(recovered) == 0 {
+			fmt.Fprintln(env.Stdout, "nothing to recover")
+		}
+		return ExitOK
+	case a.rollback:
+		cs, err := apply.Rollback(state, a.rollbackID)
+		if err != nil {
+			return fail("rollback: %v", err)
+		}
+		fmt.Fprintf(env.Stdout, "rolled back %s: %d files and %d kernel values as they were before\n", cs.ID, len(cs.Files), len(cs.Values))
+		return ExitOK
+	}
+	p, code := fixPlan(ctx, env, src, only, skip)
+	if p == nil {
+		return code
+	}
+	if a.planFile != "" {
+		if err := checkPlanFile(a.planFile, p); err != nil {
+			return fail("%v", err)
+		}
+	}
+	printPlan(env.Stdout, p)
+	cs, err := apply.Apply(p, apply.Options{StateDir: state, Reaudit: func() []check.Finding {
+		f, closeHost, ok := src.gather(ctx, env, "fix")
+		if !ok {
+			return nil
+		}
+		defer closeHost()
+		return check.Run(f, check.Selector{Only: only, Skip: skip})
+	}})
+	if err != nil {
+		return fail("apply: %v", err)
+	}
+	fmt.Fprintf(env.Stdout, "\napplied change set %s (undo with: dbhost fix --rollback %s)\n", cs.ID, cs.ID)
+	code = ExitOK
+	for _, o := range cs.After {
+		fmt.Fprintf(env.Stdout, "  %-5s %s\n", o.Status, o.Target)
+		if o.Status != string(check.Pass) {
+			code = ExitFindings
+		}
+	}
+	return code
+}
+
+func (a *applyFlags) mode() string {
+	switch {
+	case a.plan:
+		return "plan"
+	case a.apply:
+		return "apply"
+	case a.rollback:
+		return "rollback"
+	case a.recover:
+		return "recover"
+	}
+	return "history"
+}
+
+// fixPlan gathers the facts and builds the plan: --plan and --apply call
+// this same function, so they show the same changes.
+func fixPlan(ctx context.Context, env Env, src *sourceFlags, only, skip []string) (*apply.Plan, int) {
+	if err := validSelection(only, skip); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost fix:", err)
+		return nil, ExitError
+	}
+	f, closeHost, ok := src.gather(ctx, env, "fix")
+	if !ok {
+		return nil, ExitError
+	}
+	defer closeHost()
+	sel := apply.Select(check.Run(f, check.Selector{Only: only, Skip: skip}))
+	p, err := apply.Build(src.root, fix.ContextFrom(f), sel)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost fix:", err)
+		return nil, ExitError
+	}
+	return p, ExitOK
+}
+
+// checkPlanFile refuses an apply when a file changed since the saved plan
+// (named), or when the changes computed now differ from the saved ones.
+func checkPlanFile(name string, now *apply.Plan) error {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	var saved apply.Plan
+	if err := json.Unmarshal(b, &saved); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	saved.Root = now.Root
+	if err := saved.Verify(); err != nil {
+		return err
+	}
+	if d := apply.Same(&saved, now); d != "" {
+		return fmt.Errorf("refusing to apply: the changes differ from the plan in %s (%s): make a new plan", name, d)
+	}
+	return nil
+}
+
+// printPlan shows each file's diff and each value's change.
+func printPlan(w io.Writer, p *apply.Plan) {
+	if len(p.Findings) == 0 {
+		fmt.Fprintln(w, "No failing finding has a fix: nothing to change.")
+		return
+	}
+	fmt.Fprintf(w, "Fixes for %d findings.\n", len(p.Findings))
+	for _, f := range p.Files {
+		state := "new file"
+		if f.Exists {
+			state = fmt.Sprintf("replaces sha256 %s", f.Sum)
+		}
+		switch {
+		case f.Refused != "":
+			fmt.Fprintf(w, "\nfile %s: REFUSED: %s\n", f.Path, f.Refused)
+			continue
+		case f.Unchanged:
+			fmt.Fprintf(w, "\nfile %s: already as wanted\n", f.Path)
+			continue
+		}
+		fmt.Fprintf(w, "\nfile %s (mode %04o, %s; for %s)\n%s", f.Path, f.Mode, state, strings.Join(f.Findings, ", "), f.Diff)
+	}
+	for _, v := range p.Values {
+		if v.Unchanged {
+			fmt.Fprintf(w, "\nvalue %s: already %s\n", v.Path, v.New)
+			continue
+		}
+		fmt.Fprintf(w, "\nvalue %s: %s -> %s (for %s)\n", v.Path, v.Old, v.New, strings.Join(v.Findings, ", "))
+	}
+	if len(p.NotApplied) > 0 {
+		fmt.Fprintln(w, "\nNot applied (left to a person):")
+		for _, n := range p.NotApplied {
+			fmt.Fprintf(w, "  - %s\n", n)
+		}
+	}
+}
+
+func fixHistory(env Env, state string) int {
+	sets, err := apply.History(state)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost fix --history:", err)
+		return ExitError
+	}
+	if len(sets) == 0 {
+		fmt.Fprintln(env.Stdout, "no change sets in", state)
+	}
+	for _, cs := range sets {
+		by := cs.User
+		if cs.SudoUser != "" {
+			by += " (sudo by " + cs.SudoUser + ")"
+		}
+		var fixed []string
+		for _, t := range cs.Findings {
+			fixed = append(fixed, t.String())
+		}
+		fmt.Fprintf(env.Stdout, "%s  %-12s %s  by %s: %d files, %d values; fixed %s\n", cs.ID, cs.Status,
+			cs.Created.Format("2006-01-02 15:04:05Z"), by, len(cs.Files), len(cs.Values), strings.Join(fixed, ", "))
+		if !cs.RolledBack.IsZero() {
+			fmt.Fprintf(env.Stdout, "    rolled back %s by %s\n", cs.RolledBack.Format("2006-01-02 15:04:05Z"), cs.RolledBackBy)
+		}
+		for _, e := range cs.Errors {
+			fmt.Fprintf(env.Stdout, "    error: %s\n", e)
+		}
+	}
+	return ExitOK
+}
