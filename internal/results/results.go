@@ -559,7 +559,8 @@ type FindingVerdict struct {
 	// its 95 % interval; a null bound is open.
 	Ratio    float64     `json:"ratio"`
 	Interval [2]*float64 `json:"interval"`
-	Date     time.Time   `json:"date"`
+	// Date is when the experiment started.
+	Date time.Time `json:"date"`
 }
 
 // LastFindingVerdicts returns, by check ID, the verdict of the newest
@@ -567,7 +568,7 @@ type FindingVerdict struct {
 // (any host when empty), in one query. Plans record the check IDs as
 // "findings" (older plans have none and match nothing).
 func (s *Store) LastFindingVerdicts(ctx context.Context, hostname string) (map[string]FindingVerdict, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT j.value, e.id, coalesce(e.finished, e.created), e.decision
+	rows, err := s.db.QueryContext(ctx, `SELECT j.value, e.id, e.created, e.decision
 		FROM experiments e, json_each(e.plan, '$.findings') j
 		WHERE j.type = 'text' AND e.status = ? AND e.decision IS NOT NULL AND (? = '' OR json_extract(e.host, '$.hostname') = ?)
 		ORDER BY e.created DESC, e.id DESC`, Done, hostname, hostname)
