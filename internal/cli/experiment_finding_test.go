@@ -58,6 +58,11 @@ func TestExperimentFindingEndToEnd(t *testing.T) {
 	}
 
 	_, out, errs := runCLI(t, "audit", "-v", "--only", "mem.dirty", "--results-db", filepath.Join(dir, "results.db"))
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "experiment:") {
+			t.Logf("audit -v: %s", strings.TrimSpace(l))
+		}
+	}
 	want := "experiment: fixed vs now " + *doc.Verdict
 	if !strings.Contains(out, want) || !strings.Contains(out, "'dbhost results show "+*doc.ID+"'") {
 		t.Errorf("audit -v lacks %q and the ID %s:\n%s%s", want, *doc.ID, out, errs)
