@@ -26,6 +26,7 @@ import (
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/mem"
 	"github.com/dbhost/dbhost/internal/report"
+	"github.com/dbhost/dbhost/internal/results"
 	"github.com/dbhost/dbhost/internal/safefile"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
@@ -206,6 +207,7 @@ func runAudit(ctx context.Context, env Env, args []string) int {
 	failOn := fs.String("fail-on", "warning", "exit 1 when a check fails at or above this severity: info, warning, critical, none")
 	color := fs.String("color", "auto", "colour: auto (only on a terminal), always, never")
 	output := fs.String("o", "", "write the report to this file atomically (mode 0644), e.g. for node_exporter's textfile collector")
+	resultsDB := fs.String("results-db", results.DefaultPath, "experiment results to link findings to (read only; \"\" for none)")
 	var only, skip listFlag
 	fs.Var(&only, "only", "run only these checks (IDs or domain prefixes, comma-separated)")
 	fs.Var(&skip, "skip", "skip these checks (IDs or domain prefixes)")
@@ -235,6 +237,7 @@ func runAudit(ctx context.Context, env Env, args []string) int {
 	findings := check.Run(f, sel)
 	check.RenderFixes(findings, fix.ContextFrom(f))
 	a := &report.Audit{Facts: f, Findings: findings, Checks: countSelected(sel), Duration: time.Since(start)}
+	a.Experiments = findingExperiments(ctx, *resultsDB, f)
 	if *output != "" {
 		// Never a half-written file where a collector reads it: a
 		// temporary file beside it (not matching *.prom), synced, renamed.

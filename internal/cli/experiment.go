@@ -9,7 +9,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/experiment"
+	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/knob"
 	"github.com/dbhost/dbhost/internal/report"
@@ -24,6 +27,7 @@ const ExitInterrupted = 130
 // plan file's field when given.
 type experimentFlags struct {
 	file, preset, name        string
+	finding                   string
 	arms                      []string
 	pg, mysql, osUser         string
 	allowRestart              bool
@@ -54,6 +58,7 @@ func (a armFlag) Set(v string) error { *a.list = append(*a.list, v); return nil 
 func (f *experimentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.file, "f", "", "read the plan from this YAML file (flags given override it)")
 	fs.StringVar(&f.preset, "preset", "", "a ready-made experiment: "+strings.Join(experiment.PresetNames(), ", "))
+	fs.StringVar(&f.finding, "finding", "", "audit the host and test the runtime fix of these failing findings (check IDs, comma-separated): arms 'now' and 'fixed'")
 	fs.StringVar(&f.name, "name", "", "name of the experiment (default: the preset or the arms)")
 	fs.Var(armFlag{&f.arms}, "arm", "an arm, 'name: knob=value knob=value' (repeat; the first is the base)")
 	fs.StringVar(&f.pg, "pg", "", "PostgreSQL connection string of the server to test (default: a throwaway cluster)")
@@ -100,7 +105,8 @@ func override[T any](set map[string]bool, name string, dst *T, v T) {
 }
 
 // plan builds the plan: the file's, with every flag given on top.
-func (f *experimentFlags) plan(fs *flag.FlagSet) (*experiment.Plan, error) {
+// findings, when set, builds the arms of --finding (see findingPlan).
+func (f *experimentFlags) plan(fs *flag.FlagSet, findings func(ids []string) (*experiment.FindingPlan, error)) (*experiment.Plan, error) {
 	p := &experiment.Plan{}
 	if f.file != "" {
 		var err error
@@ -156,6 +162,16 @@ func (f *experimentFlags) plan(fs *flag.FlagSet) (*experiment.Plan, error) {
 	case set["trials"]:
 		pr.Time = 0
 	}
+	if f.finding != "" {
+		if len(f.arms) > 0 || p.Preset != "" || len(p.Arms) > 0 {
+			return nil, errors.New("--finding builds the arms and chooses the workload: leave out --arm, --preset and a plan's arms")
+		}
+		fp, err := findings(strings.Split(f.finding, ","))
+		if err != nil {
+			return nil, err
+		}
+		p.Arms, p.Findings, p.FindingWorkload = fp.Arms, fp.IDs, fp.Workload
+	}
 	if len(f.arms) > 0 {
 		p.Arms = nil
 		for _, s := range f.arms {
@@ -173,7 +189,7 @@ func runExperiment(ctx context.Context, env Env, args []string) int {
 	if len(args) > 0 && args[0] == "recover" {
 		return runExperimentRecover(ctx, env, args[1:])
 	}
-	fs := newFlagSet(env, "experiment", "[--preset NAME | --arm 'base: knob=value' --arm 'new: knob=value' | -f plan.yaml] [flags]\n       dbhost experiment recover")
+	fs := newFlagSet(env, "experiment", "[--preset NAME | --finding ID[,ID] | --arm 'base: knob=value' --arm 'new: knob=value' | -f plan.yaml] [flags]\n       dbhost experiment recover")
 	var f experimentFlags
 	f.register(fs)
 	usage := fs.Usage
@@ -192,17 +208,17 @@ func runExperiment(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
 		return ExitError
 	}
-	p, err := f.plan(fs)
-	if err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
-		return ExitError
-	}
 	h, err := host.Open("/")
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
 		return ExitError
 	}
 	defer h.Close()
+	p, err := f.plan(fs, func(ids []string) (*experiment.FindingPlan, error) { return findingPlan(ctx, env, h, &f, ids) })
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
+		return ExitError
+	}
 	st, err := results.Open(f.db)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
@@ -236,6 +252,24 @@ func runExperiment(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stdout, "\nresults: %s in %s; 'dbhost results report %s -o report.html' for the charts\n", sum.ID, f.db, sum.ID)
 	}
 	return code
+}
+
+// findingPlan audits the host as 'dbhost audit' does and builds the arms
+// of --finding from the failing findings' runtime fixes.
+func findingPlan(ctx context.Context, env Env, h *host.Host, f *experimentFlags, ids []string) (*experiment.FindingPlan, error) {
+	fc := facts.Gather(ctx, h, facts.Options{Engine: engine.Options{PGDSN: f.pg, MySQLDSN: f.mysql}})
+	fds := check.Run(fc, check.Selector{Only: ids})
+	fp, err := experiment.PlanFindings(h, fds, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range fp.Arms {
+		fmt.Fprintf(env.Stderr, "arm %s\n", a)
+	}
+	for _, n := range fp.Notes {
+		fmt.Fprintf(env.Stderr, "note: %s\n", n)
+	}
+	return fp, nil
 }
 
 // summaryOutput is what 'dbhost experiment' prints at the end: the

@@ -425,7 +425,7 @@ func TestExperimentPlanFileAndFlags(t *testing.T) {
 	if err := fs.Parse([]string{"-f", plan, "--clients", "1,2", "--time", "30m", "--equivalence", "5%"}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := f.plan(fs)
+	p, err := f.plan(fs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,18 @@ type Plan struct {
 	Arms     []Arm    `yaml:"arms" json:"arms"`
 	Workload Workload `yaml:"workload" json:"workload"`
 	Protocol Protocol `yaml:"protocol" json:"protocol"`
+	// Findings are the check IDs an experiment on findings tests
+	// (--finding): its arms are "now" and "fixed" (PlanFindings), and the
+	// stored plan links the verdict to the checks.
+	Findings []string `yaml:"-" json:"findings,omitempty"`
+	// FindingWorkload names the preset whose workload an experiment on
+	// findings runs.
+	FindingWorkload string `yaml:"-" json:"finding_workload,omitempty"`
 }
+
+// sized reports whether the plan takes a preset's shorter trials and time
+// budget: a preset's, or an experiment on findings.
+func (p *Plan) sized() bool { return p.Preset != "" || len(p.Findings) > 0 }
 
 // Target says which database the experiment runs against. Neither PG nor
 // MySQL: a throwaway PostgreSQL cluster (the embedded default).
@@ -304,6 +315,12 @@ func (p *Plan) Validate() error {
 // validateArms checks the preset and the arms: distinct names, each knob
 // set once, something set at all.
 func (p *Plan) validateArms() error {
+	if len(p.Findings) > 0 && p.Preset != "" {
+		return errors.New("plan: --finding brings its own arms and workload; leave out --preset")
+	}
+	if w := p.FindingWorkload; w != "" && presetWorkloads[w] == nil {
+		return fmt.Errorf("plan: finding workload %q is no preset's", w)
+	}
 	if p.Preset != "" {
 		if _, ok := presets[p.Preset]; !ok {
 			return fmt.Errorf("plan: unknown preset %q (%s)", p.Preset, strings.Join(PresetNames(), ", "))
@@ -380,7 +397,7 @@ func (pr Protocol) validate() error {
 // withDefaults fills what the user left out (after the preset); presets
 // have shorter trials and a time budget.
 func (p *Plan) withDefaults(f Facts) {
-	p.Workload.withDefaults(f, p.Preset != "", p.Target.Embedded())
+	p.Workload.withDefaults(f, p.sized(), p.Target.Embedded())
 	if p.Target.DataFraction == 0 {
 		p.Target.DataFraction = DefaultDataFraction
 	}
@@ -394,11 +411,14 @@ func (p *Plan) withDefaults(f Facts) {
 	if pr.Metric == "" {
 		pr.Metric = "throughput"
 	}
-	if pr.Trials == 0 && pr.Time == 0 && p.Preset != "" {
+	if pr.Trials == 0 && pr.Time == 0 && p.sized() {
 		pr.Time = Duration(PresetTime)
 	}
 	if p.Name == "" {
 		p.Name = p.Preset
+		if len(p.Findings) > 0 {
+			p.Name = "finding " + strings.Join(p.Findings, ",")
+		}
 		if p.Name == "" {
 			names := make([]string, len(p.Arms))
 			for i, a := range p.Arms {

@@ -31,8 +31,10 @@ type presetResult struct {
 var presets = map[string]preset{
 	"hugepages": {"4 KB vs 2 MB (vs 1 GB where the kernel offers them) pages for PostgreSQL's shared memory", true, hugepagesPreset},
 	"thp":       {"transparent huge pages: never vs madvise vs always", false, thpPreset},
-	"swappiness": {"vm.swappiness 60 (kernel default) vs 1 (database hosts)", false, func(Facts, *Plan) (presetResult, error) {
-		return presetResult{arms: arms("60: vm.swappiness=60", "1: vm.swappiness=1")}, nil
+	"swappiness": {"vm.swappiness 60 (kernel default) vs 1 (database hosts)", false, func(f Facts, _ *Plan) (presetResult, error) {
+		r := presetResult{arms: arms("60: vm.swappiness=60", "1: vm.swappiness=1")}
+		r.workload, r.dataFraction = presetWorkloads["swappiness"](f)
+		return r, nil
 	}},
 	"dirty":     {"kernel default dirty page thresholds vs small ones (write-back starts early)", false, dirtyPreset},
 	"scheduler": {"I/O scheduler of the data device: mq-deadline vs none", false, schedulerPreset},
@@ -71,8 +73,15 @@ func applyPreset(p *Plan, f Facts) ([]string, error) {
 	if len(p.Arms) == 0 {
 		p.Arms = r.arms
 	}
+	applyWorkload(p, f, r.workload, r.dataFraction)
+	return r.notes, nil
+}
+
+// applyWorkload gives the fields of the plan's workload the user did not
+// set a preset's defaults d, and the throwaway cluster's data set its
+// dataFraction.
+func applyWorkload(p *Plan, f Facts, d Workload, dataFraction float64) {
 	w := &p.Workload
-	d := r.workload
 	if w.Kind == "" && d.Kind != "" {
 		w.Kind = d.Kind
 		if d.Kind == string(workload.PGBench) && f.Engine == "mysql" {
@@ -88,10 +97,36 @@ func applyPreset(p *Plan, f Facts) ([]string, error) {
 	if !w.SelectOnly && d.SelectOnly && w.Script == "" && w.Kind == string(workload.PGBench) {
 		w.SelectOnly = true
 	}
-	if p.Target.DataFraction == 0 && r.dataFraction > 0 {
-		p.Target.DataFraction = r.dataFraction
+	if p.Target.DataFraction == 0 && dataFraction > 0 {
+		p.Target.DataFraction = dataFraction
 	}
-	return r.notes, nil
+}
+
+// presetLoad is the workload a preset runs and the size of its data set
+// (a fraction of shared_buffers; 0 the default).
+type presetLoad func(f Facts) (Workload, float64)
+
+// presetWorkloads are the presets' workloads, by preset; `experiment
+// --finding` runs the one of the preset for the finding's domain.
+var presetWorkloads = map[string]presetLoad{
+	// Memory access: select-only on a data set that fits in shared_buffers,
+	// two clients per core.
+	"hugepages": func(f Facts) (Workload, float64) {
+		return Workload{Kind: string(workload.PGBench), SelectOnly: true, Clients: IntList{min(64, max(4, 2*f.CPUs))}}, 0.75
+	},
+	"thp":        tpcbLoad(0),
+	"swappiness": tpcbLoad(0),
+	"dirty":      tpcbLoad(2),
+	"scheduler":  tpcbLoad(0),
+	// Reads through the page cache: twice shared_buffers.
+	"readahead": func(Facts) (Workload, float64) {
+		return Workload{Kind: string(workload.PGBench), SelectOnly: true}, 2
+	},
+}
+
+// tpcbLoad is pgbench's TPC-B-like load on a data set of dataFraction.
+func tpcbLoad(dataFraction float64) presetLoad {
+	return func(Facts) (Workload, float64) { return Workload{Kind: string(workload.PGBench)}, dataFraction }
 }
 
 func arms(specs ...string) []Arm {
@@ -154,9 +189,8 @@ func hugepagesPreset(f Facts, _ *Plan) (presetResult, error) {
 			{Name: "4k", Set: []knob.Setting{{Name: "pg.huge_pages", Value: "off"}}},
 			{Name: "2m", Set: []knob.Setting{{Name: "hugepages.2M", Value: strconv.FormatUint(n2, 10)}, {Name: "pg.huge_pages", Value: "on"}}},
 		},
-		workload:     Workload{Kind: string(workload.PGBench), SelectOnly: true, Clients: IntList{min(64, max(4, 2*f.CPUs))}},
-		dataFraction: 0.75,
 	}
+	r.workload, r.dataFraction = presetWorkloads["hugepages"](f)
 	r.notes = append(r.notes, fmt.Sprintf("2 MB pages: %d reserved for %s of shared memory plus %.0f%%", n2, Size(sharedMemoryNeed(f)), 100*shmemMargin))
 	n1 := hugePagesFor(f, page1G)
 	switch {
@@ -177,10 +211,9 @@ func hugepagesPreset(f Facts, _ *Plan) (presetResult, error) {
 // thpPreset: the kernel's transparent huge pages modes. never is what the
 // database vendors advise and the base.
 func thpPreset(f Facts, _ *Plan) (presetResult, error) {
-	return presetResult{
-		arms:     arms("never: thp.enabled=never", "madvise: thp.enabled=madvise", "always: thp.enabled=always"),
-		workload: Workload{Kind: string(workload.PGBench)},
-	}, nil
+	r := presetResult{arms: arms("never: thp.enabled=never", "madvise: thp.enabled=madvise", "always: thp.enabled=always")}
+	r.workload, r.dataFraction = presetWorkloads["thp"](f)
+	return r, nil
 }
 
 // dirtyPreset: the kernel's default dirty page thresholds against small
@@ -193,7 +226,8 @@ func thpPreset(f Facts, _ *Plan) (presetResult, error) {
 // stay in the form the host uses: ratios (10%/20% against 1%/5%) where the
 // byte limits are 0, else byte limits (the host's own against 64 MB/256 MB).
 func dirtyPreset(f Facts, _ *Plan) (presetResult, error) {
-	r := presetResult{workload: Workload{Kind: string(workload.PGBench)}, dataFraction: 2}
+	var r presetResult
+	r.workload, r.dataFraction = presetWorkloads["dirty"](f)
 	if f.DirtyBytes == 0 && f.DirtyBackgroundBytes == 0 {
 		r.arms = arms("default: vm.dirty_background_ratio=10 vm.dirty_ratio=20", "small: vm.dirty_background_ratio=1 vm.dirty_ratio=5")
 		r.notes = []string{fmt.Sprintf("dirty limits as ratios, as this host sets them: small is 1%% / 5%% of memory (about %s / %s here)",
@@ -210,22 +244,23 @@ func dirtyPreset(f Facts, _ *Plan) (presetResult, error) {
 }
 
 func schedulerPreset(f Facts, _ *Plan) (presetResult, error) {
-	return presetResult{
-		arms:     arms("mq-deadline: disk.scheduler=mq-deadline", "none: disk.scheduler=none"),
-		workload: Workload{Kind: string(workload.PGBench)},
-		notes:    []string{"the scheduler is set on the device(s) under the database's data directory"},
-	}, nil
+	r := presetResult{
+		arms:  arms("mq-deadline: disk.scheduler=mq-deadline", "none: disk.scheduler=none"),
+		notes: []string{"the scheduler is set on the device(s) under the database's data directory"},
+	}
+	r.workload, r.dataFraction = presetWorkloads["scheduler"](f)
+	return r, nil
 }
 
 // readaheadPreset: the data set is twice shared_buffers so that reads go
 // through the page cache, where read-ahead acts.
 func readaheadPreset(f Facts, _ *Plan) (presetResult, error) {
-	return presetResult{
-		arms:         arms("128: disk.read_ahead_kb=128", "8192: disk.read_ahead_kb=8192"),
-		workload:     Workload{Kind: string(workload.PGBench), SelectOnly: true},
-		dataFraction: 2,
-		notes:        []string{"read-ahead matters only when data is read from the device: with memory to cache the data set, expect 'equivalent'"},
-	}, nil
+	r := presetResult{
+		arms:  arms("128: disk.read_ahead_kb=128", "8192: disk.read_ahead_kb=8192"),
+		notes: []string{"read-ahead matters only when data is read from the device: with memory to cache the data set, expect 'equivalent'"},
+	}
+	r.workload, r.dataFraction = presetWorkloads["readahead"](f)
+	return r, nil
 }
 
 // clientsPreset sweeps client counts 1, 2, 4, ... up to four per core

@@ -279,6 +279,11 @@ func (r *run) openTarget(ctx context.Context) error {
 			r.note("%s", n)
 		}
 	}
+	if w := p.FindingWorkload; w != "" {
+		d, dataFraction := presetWorkloads[w](r.facts)
+		applyWorkload(p, r.facts, d, dataFraction)
+		r.note("finding %s: the %s preset's workload", strings.Join(p.Findings, ","), w)
+	}
 	p.withDefaults(r.facts)
 	if p.Protocol.Restart && r.db.srv.kt.Restart == nil {
 		return errors.New("--restart: dbhost may not restart this server (give --allow-restart; it needs a systemd service)")

@@ -7,18 +7,25 @@ import (
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/results"
 )
 
 // JSONSchema names the document layout documented in docs/json-schema.md.
 const JSONSchema = "dbhost.audit/1"
 
 type jsonDoc struct {
-	Schema    string          `json:"schema"`
-	Host      jsonHost        `json:"host"`
-	Instances []jsonInstance  `json:"instances"`
-	Summary   Summary         `json:"summary"`
-	Findings  []check.Finding `json:"findings"`
-	Notes     []string        `json:"notes"`
+	Schema    string         `json:"schema"`
+	Host      jsonHost       `json:"host"`
+	Instances []jsonInstance `json:"instances"`
+	Summary   Summary        `json:"summary"`
+	Findings  []jsonFinding  `json:"findings"`
+	Notes     []string       `json:"notes"`
+}
+
+// jsonFinding is a finding with the last experiment on its check.
+type jsonFinding struct {
+	check.Finding
+	Experiment *results.FindingVerdict `json:"experiment,omitempty"`
 }
 
 type jsonHost struct {
@@ -55,11 +62,11 @@ func renderJSON(w io.Writer, a *Audit, _ Options) error {
 			DurationMS: float64(a.Duration.Microseconds()) / 1000},
 		Instances: []jsonInstance{},
 		Summary:   Summarize(a),
-		Findings:  a.Findings,
+		Findings:  []jsonFinding{},
 		Notes:     f.Notes,
 	}
-	if doc.Findings == nil {
-		doc.Findings = []check.Finding{}
+	for _, fd := range a.Findings {
+		doc.Findings = append(doc.Findings, jsonFinding{Finding: fd, Experiment: a.experiment(fd.ID)})
 	}
 	if doc.Notes == nil {
 		doc.Notes = []string{}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/results"
 )
 
 // Audit is what a renderer presents: the findings and the host they judge.
@@ -20,6 +21,18 @@ type Audit struct {
 	Checks int
 	// Duration is how long gathering and judging took.
 	Duration time.Duration
+	// Experiments holds, by check ID, the last stored verdict of an
+	// experiment on that check's finding on this host (dbhost experiment
+	// --finding); nil when there is none or no results database.
+	Experiments map[string]results.FindingVerdict
+}
+
+// experiment returns the stored verdict on a finding's check, if any.
+func (a *Audit) experiment(id string) *results.FindingVerdict {
+	if v, ok := a.Experiments[id]; ok {
+		return &v
+	}
+	return nil
 }
 
 // Options tune rendering.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/results"
 
 	"github.com/dbhost/dbhost/internal/textio"
 )
@@ -90,6 +91,9 @@ func renderText(w io.Writer, a *Audit, o Options) error {
 					p("      %s• %s = %s%s%s\n", c.grey, e.Key, c.reset, e.Value, src)
 				}
 			}
+			if v := a.experiment(fd.ID); v != nil && o.Verbose {
+				p("      %sexperiment:%s %s\n", c.bold, c.reset, experimentLine(v))
+			}
 			if fd.Fix != nil && fd.Status == check.Fail {
 				if fd.Fix.HostOnly {
 					p("      %sfix on the container's host:%s %s\n", c.bold, c.reset, fd.Fix.Summary)
@@ -126,6 +130,19 @@ func renderText(w io.Writer, a *Audit, o Options) error {
 		p("Run with -v for evidence and passed checks; `dbhost fix --out DIR` writes the persistent fixes.\n")
 	}
 	return ew.Err
+}
+
+// experimentLine describes a stored verdict on a finding: "fixed vs now
+// better, 1.19x (95 % CI 1.05–1.35), 2026-11-26, 'dbhost results show ID'".
+func experimentLine(v *results.FindingVerdict) string {
+	bound := func(b *float64) string {
+		if b == nil {
+			return "open"
+		}
+		return fmt.Sprintf("%.2f", *b)
+	}
+	return fmt.Sprintf("fixed vs now %s, %.2fx (95 %% CI %s–%s), %s, 'dbhost results show %s'",
+		v.Verdict, v.Ratio, bound(v.Interval[0]), bound(v.Interval[1]), v.Date.Format("2006-01-02"), v.Experiment)
 }
 
 func orDash(s string) string {

@@ -549,3 +549,52 @@ func raw(s sql.NullString) json.RawMessage {
 	}
 	return json.RawMessage(s.String)
 }
+
+// FindingVerdict is the verdict of the last finished experiment on a
+// check's finding (dbhost experiment --finding), as audits show it.
+type FindingVerdict struct {
+	Experiment string `json:"experiment"`
+	Verdict    string `json:"verdict"`
+	// Ratio is fixed/now (throughput, or the latency metric judged), with
+	// its 95 % interval; a null bound is open.
+	Ratio    float64     `json:"ratio"`
+	Interval [2]*float64 `json:"interval"`
+	// Date is when the experiment started.
+	Date time.Time `json:"date"`
+}
+
+// LastFindingVerdicts returns, by check ID, the verdict of the newest
+// finished experiment on that check's finding on the host named hostname
+// (any host when empty), in one query. Plans record the check IDs as
+// "findings" (older plans have none and match nothing).
+func (s *Store) LastFindingVerdicts(ctx context.Context, hostname string) (map[string]FindingVerdict, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT j.value, e.id, e.created, e.decision
+		FROM experiments e, json_each(e.plan, '$.findings') j
+		WHERE j.type = 'text' AND e.status = ? AND e.decision IS NOT NULL AND (? = '' OR json_extract(e.host, '$.hostname') = ?)
+		ORDER BY e.created DESC, e.id DESC`, Done, hostname, hostname)
+	if err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]FindingVerdict{}
+	for rows.Next() {
+		var check, id, decision string
+		var at int64
+		if err := rows.Scan(&check, &id, &at, &decision); err != nil {
+			return nil, fmt.Errorf("results: %w", err)
+		}
+		if _, ok := out[check]; ok {
+			continue // a newer one came first
+		}
+		var d struct {
+			Verdict  string      `json:"verdict"`
+			Ratio    float64     `json:"ratio"`
+			Interval [2]*float64 `json:"interval"`
+		}
+		if json.Unmarshal([]byte(decision), &d) != nil || d.Verdict == "" {
+			continue
+		}
+		out[check] = FindingVerdict{Experiment: id, Verdict: d.Verdict, Ratio: d.Ratio, Interval: d.Interval, Date: time.Unix(0, at)}
+	}
+	return out, rows.Err()
+}
