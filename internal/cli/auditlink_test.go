@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,5 +115,30 @@ func TestAuditFindingExperimentAbsent(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(db), "..", "none")); err == nil {
 		t.Errorf("the audit created a directory for a missing database")
+	}
+}
+
+// A snapshot is linked to the local store only when it is named: the
+// default store speaks of this machine, and a snapshot of another host
+// with the same hostname must not borrow its verdicts.
+func TestAuditLinkSnapshotNeedsExplicitStore(t *testing.T) {
+	for _, c := range []struct {
+		from string
+		args []string
+		want string
+	}{
+		{"", nil, "/default.db"},
+		{"", []string{"--results-db", "/named.db"}, "/named.db"},
+		{"snap.tar.gz", nil, ""},
+		{"snap.tar.gz", []string{"--results-db", "/named.db"}, "/named.db"},
+	} {
+		fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+		db := fs.String("results-db", "/default.db", "")
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if got := linkedStore(fs, c.from, *db); got != c.want {
+			t.Errorf("from %q, %v: store %q, want %q", c.from, c.args, got, c.want)
+		}
 	}
 }

@@ -207,7 +207,7 @@ func runAudit(ctx context.Context, env Env, args []string) int {
 	failOn := fs.String("fail-on", "warning", "exit 1 when a check fails at or above this severity: info, warning, critical, none")
 	color := fs.String("color", "auto", "colour: auto (only on a terminal), always, never")
 	output := fs.String("o", "", "write the report to this file atomically (mode 0644), e.g. for node_exporter's textfile collector")
-	resultsDB := fs.String("results-db", results.DefaultPath, "experiment results to link findings to (read only; \"\" for none)")
+	resultsDB := fs.String("results-db", results.DefaultPath, "experiment results to link findings to (read only; \"\" for none; with --from only when given)")
 	var only, skip listFlag
 	fs.Var(&only, "only", "run only these checks (IDs or domain prefixes, comma-separated)")
 	fs.Var(&skip, "skip", "skip these checks (IDs or domain prefixes)")
@@ -237,7 +237,7 @@ func runAudit(ctx context.Context, env Env, args []string) int {
 	findings := check.Run(f, sel)
 	check.RenderFixes(findings, fix.ContextFrom(f))
 	a := &report.Audit{Facts: f, Findings: findings, Checks: countSelected(sel), Duration: time.Since(start)}
-	a.Experiments = findingExperiments(ctx, *resultsDB, f)
+	a.Experiments = findingExperiments(ctx, linkedStore(fs, src.from, *resultsDB), f)
 	if *output != "" {
 		// Never a half-written file where a collector reads it: a
 		// temporary file beside it (not matching *.prom), synced, renamed.
@@ -262,6 +262,24 @@ func runAudit(ctx context.Context, env Env, args []string) int {
 		return ExitError
 	}
 	return exitStatus(findings, threshold)
+}
+
+// linkedStore is the results database an audit links its findings to:
+// the local store speaks of this machine, so a snapshot (perhaps of
+// another host with the same name) is linked only to a store named on
+// the command line.
+func linkedStore(fs *flag.FlagSet, from, path string) string {
+	if from != "" && !flagSet(fs, "results-db") {
+		return ""
+	}
+	return path
+}
+
+// flagSet reports whether the command line set the flag.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // exitStatus is 2 when nothing could be judged, 1 when a check failed at or
