@@ -237,7 +237,12 @@ func TestPgbenchLive(t *testing.T) {
 	if !within(float64(in1.Queries.Count), float64(logged1), 0.25) {
 		t.Errorf("pg_stat_database counted %d transactions, pgbench logged %d in the same %.1f s", in1.Queries.Count, logged1, r1.Seconds)
 	}
-	if !within(in1.Queries.PerSecond, tps, 0.35) {
+	// pgbench's tps averages its whole run, while the rate above is one
+	// interval's: on a host where other work comes and goes the two part
+	// by more than a third (2305/s against 1667 once). The exact check is
+	// the one above, against what pgbench logged in the same interval;
+	// this one only catches a rate off by a unit or a factor.
+	if !within(in1.Queries.PerSecond, tps, 0.5) {
 		t.Errorf("%.0f transactions/s measured, pgbench reports %.0f tps", in1.Queries.PerSecond, tps)
 	}
 	// Statements: a pgbench transaction is 7 (BEGIN, 3 UPDATEs, SELECT,
