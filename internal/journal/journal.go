@@ -304,16 +304,52 @@ func LockShared(name string) (func(), error) {
 }
 
 func flock(name string, how int) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), name+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	file, err := lockFile(name)
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), how); err != nil {
+	fd, err := unix.Open(file, unix.O_CREAT|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", file, err)
+	}
+	f := os.NewFile(uintptr(fd), file)
+	// Another user's file would let that user hold the lock for ever.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: not a regular file of this user's", file)
+	}
+	if err := unix.Flock(fd, how); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return func() {
-		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		unix.Flock(fd, unix.LOCK_UN)
 		f.Close()
 	}, nil
+}
+
+// LockDir holds root's locks: a directory only root can write in, so that
+// no other user can plant the lock file (a link, or a file they hold
+// locked for ever to stop every apply and experiment).
+const LockDir = "/run/dbhost"
+
+// lockFile names the lock file: in LockDir for root, after checking that
+// the directory is root's own and no link; for other users (who change
+// nothing on the host) a file of their own in the temporary directory.
+func lockFile(name string) (string, error) {
+	if os.Geteuid() != 0 {
+		return filepath.Join(os.TempDir(), fmt.Sprintf("%s-%d.lock", name, os.Geteuid())), nil
+	}
+	if err := os.Mkdir(LockDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(LockDir, &st); err != nil {
+		return "", err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 || st.Mode&0o022 != 0 {
+		return "", fmt.Errorf("lock directory %s is not a directory only root can write in", LockDir)
+	}
+	return filepath.Join(LockDir, name+".lock"), nil
 }

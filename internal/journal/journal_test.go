@@ -2,6 +2,7 @@ package journal
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,4 +104,51 @@ func TestLockSharedInsideExclusive(t *testing.T) {
 	}
 	release()
 	unlock()
+}
+
+// Root's lock lives where only root can write: a lock file another user
+// planted (a link to elsewhere, or a file held locked for ever) is
+// refused, never followed.
+func TestLockFileNotPlantable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("root's lock directory")
+	}
+	name := fmt.Sprintf("dbhost-test-plant-%d", os.Getpid())
+	file, err := lockFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(file, LockDir+"/") {
+		t.Fatalf("root's lock %s is outside %s", file, LockDir)
+	}
+	target := filepath.Join(t.TempDir(), "target")
+	if err := os.WriteFile(target, []byte("keep\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, file); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(file)
+	if release, err := Lock(name); err == nil {
+		release()
+		t.Fatal("a lock file that is a link was followed")
+	}
+	os.Remove(file)
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(file, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if release, err := Lock(name); err == nil {
+		release()
+		t.Fatal("another user's lock file was used")
+	}
+	os.Remove(file)
+	release, err := Lock(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	os.Remove(file)
 }
