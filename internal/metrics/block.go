@@ -39,7 +39,7 @@ func (blockCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 		number(ch, nrRequestsDesc, d.NrRequests, name)
 		number(ch, rotationalDesc, d.Rotational, name)
 		if d.Scheduler.OK() {
-			opts, sel := stateSet(d.Scheduler.Value)
+			opts, sel := stateSet(d.Scheduler)
 			for _, o := range opts {
 				v := 0.0
 				if o == sel {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
@@ -211,21 +212,14 @@ func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
 	return prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 }
 
-// stateSet parses a kernel choice line ("always [madvise] never") into its
-// options and the selected one; a line without brackets is one option,
-// selected.
-func stateSet(line string) (opts []string, selected string) {
-	for _, f := range strings.Fields(line) {
-		if strings.HasPrefix(f, "[") && strings.HasSuffix(f, "]") {
-			f = strings.Trim(f, "[]")
-			selected = f
-		}
-		opts = append(opts, f)
+// stateSet lists the options of a kernel choice line ("always [madvise]
+// never") and the selected one (facts.Active: the bracketed word, or the
+// line's only word).
+func stateSet(r host.Reading) (opts []string, selected string) {
+	for _, f := range strings.Fields(r.Value) {
+		opts = append(opts, strings.Trim(f, "[]"))
 	}
-	if len(opts) == 1 {
-		selected = opts[0]
-	}
-	return opts, selected
+	return opts, facts.Active(r)
 }
 
 // limitValue maps an rlimit to a float: "unlimited" is +Inf.

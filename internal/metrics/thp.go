@@ -36,7 +36,7 @@ func (thpCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 			}
 			continue
 		}
-		opts, sel := stateSet(s.r.Value)
+		opts, sel := stateSet(s.r)
 		for _, o := range opts {
 			v := 0.0
 			if o == sel {
