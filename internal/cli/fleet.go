@@ -15,22 +15,7 @@ import (
 )
 
 func runFleet(ctx context.Context, env Env, args []string) int {
-	sub := ""
-	if len(args) > 0 {
-		sub, args = args[0], args[1:]
-	}
-	switch sub {
-	case "report":
-		return fleetReport(ctx, env, args)
-	case "-h", "--help", "help":
-		fleetUsage(env.Stdout)
-		return ExitOK
-	}
-	if sub != "" {
-		fmt.Fprintf(env.Stderr, "dbhost fleet: unknown subcommand %q\n\n", sub)
-	}
-	fleetUsage(env.Stderr)
-	return ExitError
+	return dispatch(ctx, env, "fleet", args, fleetUsage, map[string]func(context.Context, Env, []string) int{"report": fleetReport})
 }
 
 func fleetUsage(w io.Writer) {

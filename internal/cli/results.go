@@ -19,27 +19,30 @@ import (
 )
 
 func runResults(ctx context.Context, env Env, args []string) int {
+	return dispatch(ctx, env, "results", args, resultsUsage, map[string]func(context.Context, Env, []string) int{
+		"list": resultsList, "ls": resultsList, "show": resultsShow, "compare": resultsCompare, "report": resultsReport,
+	})
+}
+
+// dispatch runs a command's subcommand; help goes to standard output, an
+// unknown or missing subcommand is an error with the usage.
+func dispatch(ctx context.Context, env Env, cmd string, args []string, usage func(io.Writer), subs map[string]func(context.Context, Env, []string) int) int {
 	sub := ""
 	if len(args) > 0 {
 		sub, args = args[0], args[1:]
 	}
+	if run, ok := subs[sub]; ok {
+		return run(ctx, env, args)
+	}
 	switch sub {
-	case "list", "ls":
-		return resultsList(ctx, env, args)
-	case "show":
-		return resultsShow(ctx, env, args)
-	case "compare":
-		return resultsCompare(ctx, env, args)
-	case "report":
-		return resultsReport(ctx, env, args)
 	case "-h", "--help", "help":
-		resultsUsage(env.Stdout)
+		usage(env.Stdout)
 		return ExitOK
+	case "":
+	default:
+		fmt.Fprintf(env.Stderr, "dbhost %s: unknown subcommand %q\n\n", cmd, sub)
 	}
-	if sub != "" {
-		fmt.Fprintf(env.Stderr, "dbhost results: unknown subcommand %q\n\n", sub)
-	}
-	resultsUsage(env.Stderr)
+	usage(env.Stderr)
 	return ExitError
 }
 
