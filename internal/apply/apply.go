@@ -26,6 +26,9 @@ type Options struct {
 	// Reaudit, if set, judges the host again after the changes; the
 	// selected findings' new statuses are stored with the change set.
 	Reaudit func() []check.Finding
+	// AllowRestart lets apply restart, through its systemd unit, a server
+	// whose changed settings take effect only at a restart.
+	AllowRestart bool
 	// hook runs after each step ("recorded PATH": the journal holds a
 	// file's undo, "wrote PATH", "set PATH": a kernel value written); tests
 	// kill the process there.
@@ -61,17 +64,20 @@ const (
 // ChangeSet is the metadata of one apply, kept as meta.json next to its
 // journal.
 type ChangeSet struct {
-	ID       string      `json:"id"`
-	Status   string      `json:"status"`
-	Root     string      `json:"root"`
-	Created  time.Time   `json:"created"`
-	Finished time.Time   `json:"finished,omitzero"`
-	UID      int         `json:"uid"`
-	User     string      `json:"user"`
-	SudoUser string      `json:"sudo_user,omitempty"`
-	Findings []Target    `json:"findings"`
-	Files    []FilePlan  `json:"files"`
-	Values   []ValuePlan `json:"values"`
+	ID       string        `json:"id"`
+	Status   string        `json:"status"`
+	Root     string        `json:"root"`
+	Created  time.Time     `json:"created"`
+	Finished time.Time     `json:"finished,omitzero"`
+	UID      int           `json:"uid"`
+	User     string        `json:"user"`
+	SudoUser string        `json:"sudo_user,omitempty"`
+	Findings []Target      `json:"findings"`
+	Files    []FilePlan    `json:"files"`
+	Values   []ValuePlan   `json:"values"`
+	Settings []SettingPlan `json:"settings,omitempty"`
+	// Restarts say, per server, whether it was restarted for its settings.
+	Restarts []string `json:"restarts,omitempty"`
 	// After: the selected findings' statuses when audited again.
 	After      []Outcome `json:"after,omitempty"`
 	Errors     []string  `json:"errors,omitempty"`
@@ -101,8 +107,13 @@ func Apply(p *Plan, opts Options) (*ChangeSet, error) {
 	if why := p.Refusals(); len(why) > 0 {
 		return nil, fmt.Errorf("refusing to apply: %s", strings.Join(why, "; "))
 	}
+	for _, d := range p.IncludeDirs {
+		if err := trustedDir(d); err != nil {
+			return nil, err
+		}
+	}
 	for _, f := range p.Files {
-		if err := Allowed(f.Path); err != nil {
+		if err := allowedIn(f.Path, p.IncludeDirs); err != nil {
 			return nil, err
 		}
 		if safefile.Sum([]byte(f.Content)) != f.NewSum {
@@ -124,11 +135,20 @@ func Apply(p *Plan, opts Options) (*ChangeSet, error) {
 	if err := p.Verify(); err != nil {
 		return nil, err
 	}
+	var settings []SettingPlan
+	for _, s := range p.Settings {
+		if !s.Unchanged {
+			settings = append(settings, s)
+		}
+	}
+	if err := verifySettings(settings); err != nil {
+		return nil, err
+	}
 	if !p.Changes() {
 		return nil, errors.New("nothing to change: every file and value is already as the fixes want")
 	}
 	cs := &ChangeSet{ID: newID(opts.now()), Status: StatusApplying, Root: p.Root, Created: opts.now().UTC(),
-		Findings: p.Findings, Values: []ValuePlan{}, Files: []FilePlan{}}
+		Findings: p.Findings, Values: []ValuePlan{}, Files: []FilePlan{}, Settings: settings}
 	cs.UID, cs.User, cs.SudoUser = who()
 	dir, err := makeSetDir(state, cs.ID)
 	if err != nil {
@@ -185,7 +205,16 @@ func Apply(p *Plan, opts Options) (*ChangeSet, error) {
 		}
 		opts.step("set " + v.Path)
 	}
+	if err := applySettings(j, cs.Settings, opts); err != nil {
+		return fail(err)
+	}
 	cs.Status, cs.Finished = StatusApplied, opts.now().UTC()
+	if err := saveMeta(dir, cs); err != nil {
+		return cs, err
+	}
+	// A restart is not undone by a rollback: it comes after the change
+	// set is complete, and its failure is reported, not rolled back.
+	cs.Restarts = restarts(p.Settings, opts.AllowRestart)
 	if err := saveMeta(dir, cs); err != nil {
 		return cs, err
 	}
@@ -213,6 +242,9 @@ func writeFile(j *journal.Journal, d *safefile.Dir, setDir, root string, f FileP
 		return fmt.Errorf("refusing %s: it changed since the plan (sha256 %s, the plan read %s)", f.Path, safefile.Sum(b), orAbsent(f.Sum))
 	}
 	u := fileUndo{Root: root, Path: f.Path, Existed: f.Exists, NewSum: f.NewSum, MadeDirs: missingDirs(root, f.Path)}
+	if Allowed(f.Path) != nil {
+		u.IncludeDir = path.Dir(f.Path) // allowed as a server's included directory
+	}
 	if f.Exists {
 		u.Content, u.Mode, u.UID, u.GID = b, info.Mode, info.UID, info.GID
 		// A copy for people; the journal holds the same bytes.
@@ -288,6 +320,9 @@ func Same(a, b *Plan) string {
 		}
 		for _, v := range p.Values {
 			out = append(out, fmt.Sprintf("value %s -> %s", v.Path, v.New))
+		}
+		for _, s := range p.Settings {
+			out = append(out, fmt.Sprintf("setting %s %s %s -> %s", s.Server.Name, s.Key, showSaved(s.Saved), s.New))
 		}
 		return out
 	}

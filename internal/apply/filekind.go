@@ -34,6 +34,9 @@ type fileUndo struct {
 	// NewSum is the SHA-256 of what apply writes: the undo replaces or
 	// removes only that (or the old content), never someone else's edit.
 	NewSum string `json:"new_sum"`
+	// IncludeDir: the file is an option file in this directory, which a
+	// server includes (checked again before the undo writes there).
+	IncludeDir string `json:"include_dir,omitempty"`
 	// MadeDirs are directories the write creates, deepest last.
 	MadeDirs []string `json:"made_dirs,omitempty"`
 }
@@ -45,7 +48,12 @@ func undoFile(data json.RawMessage) error {
 	if err := json.Unmarshal(data, &u); err != nil {
 		return err
 	}
-	if err := Allowed(u.Path); err != nil {
+	if u.IncludeDir != "" {
+		if err := trustedDir(u.IncludeDir); err != nil {
+			return err
+		}
+	}
+	if err := allowedIn(u.Path, []string{u.IncludeDir}); err != nil {
 		return err
 	}
 	d, err := safefile.OpenDir(u.Root)

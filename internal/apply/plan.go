@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/safefile"
@@ -37,8 +38,14 @@ type Plan struct {
 	Findings []Target    `json:"findings"`
 	Files    []FilePlan  `json:"files"`
 	Values   []ValuePlan `json:"values"`
+	// Settings are database settings changed on running servers.
+	Settings []SettingPlan `json:"settings"`
+	// IncludeDirs are directories of option files that running MySQL
+	// servers include, checked when planned: apply writes there too.
+	IncludeDirs []string `json:"include_dirs,omitempty"`
 	// NotApplied lists, per finding, what apply never does (restarts, the
-	// kernel command line, fstab, database settings, check commands).
+	// kernel command line, fstab, settings of servers it cannot reach,
+	// check commands).
 	NotApplied []string `json:"not_applied,omitempty"`
 }
 
@@ -124,6 +131,31 @@ func Allowed(p string) error {
 	return nil
 }
 
+// allowedIn is Allowed, and also a plain file name ending in .cnf directly
+// in one of dirs (a server's included directory of option files).
+func allowedIn(p string, dirs []string) error {
+	err := Allowed(p)
+	if err == nil {
+		return nil
+	}
+	dir, base := path.Split(p)
+	for _, d := range dirs {
+		if d != "" && path.Clean(dir) == d && nameRe.MatchString(base) && strings.HasSuffix(base, ".cnf") {
+			return nil
+		}
+	}
+	return err
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Select returns the failing findings with a fix, in check order.
 func Select(findings []check.Finding) []check.Finding {
 	var out []check.Finding
@@ -138,26 +170,63 @@ func Select(findings []check.Finding) []check.Finding {
 // Build computes the plan for the selected findings (see Select) against
 // the files under root, reading only. Kernel values are read from the live
 // host only when root is "/"; elsewhere they are listed as not applied.
+// Database settings are listed as not applied; see BuildWith.
 func Build(root string, fc fix.Context, selected []check.Finding) (*Plan, error) {
+	return BuildWith(root, fc, selected, nil)
+}
+
+// BuildWith is Build that also plans the database settings of the servers
+// it can log in to (root "/" only): PostgreSQL through ALTER SYSTEM, which
+// replaces the snippet fix --out renders for that server.
+func BuildWith(root string, fc fix.Context, selected []check.Finding, srv *Servers) (*Plan, error) {
 	root = filepath.Clean(root)
-	p := &Plan{Root: root, Findings: []Target{}, Files: []FilePlan{}, Values: []ValuePlan{}}
+	p := &Plan{Root: root, Findings: []Target{}, Files: []FilePlan{}, Values: []ValuePlan{}, Settings: []SettingPlan{}}
 	var items []fix.Item
-	fileOwners := map[string][]string{}
 	for _, f := range selected {
-		t := Target{ID: f.ID, Subject: f.Subject}
+		items = append(items, fix.Item{ID: f.ID, Subject: f.Subject, Fix: f.Fix})
+	}
+	skipped := map[string]string{}
+	if srv != nil && root == "/" {
+		p.Settings, skipped = planSettings(srv, fc, items)
+	}
+	// PostgreSQL settings planned here leave the findings' fixes (ALTER
+	// SYSTEM replaces the conf.d snippet); MySQL's stay, as the option file
+	// written into the server's included directory keeps them. The rest,
+	// and why, stay with the lines fix --out renders.
+	planned, includeDirs := map[string]bool{}, map[string]bool{}
+	for _, sp := range p.Settings {
+		planned[sp.Server.Name+" "+sp.Key] = true
+		if sp.Server.Engine == string(engine.MySQL) {
+			includeDirs[fc.Instances[sp.Server.Name].ConfDir] = true
+		}
+	}
+	p.IncludeDirs = sortedSet(includeDirs)
+	fileOwners := map[string][]string{}
+	for i, it := range items {
+		t := Target{ID: it.ID, Subject: it.Subject}
 		p.Findings = append(p.Findings, t)
-		it := fix.Item{ID: f.ID, Subject: f.Subject, Fix: f.Fix}
-		items = append(items, it)
-		for _, file := range fix.Render(fc, []fix.Item{it}) {
+		fx := *it.Fix
+		fx.Config = nil
+		for _, c := range it.Fix.Config {
+			if !planned[c.Instance+" "+c.Key] || c.Engine == string(engine.MySQL) {
+				fx.Config = append(fx.Config, c)
+			}
+		}
+		items[i].Fix = &fx
+		for _, file := range fix.Render(fc, []fix.Item{items[i]}) {
 			fileOwners[file.Path] = append(fileOwners[file.Path], t.String())
 		}
-		p.NotApplied = append(p.NotApplied, notApplied(t, f.Fix, fc, root)...)
+		p.NotApplied = append(p.NotApplied, notApplied(t, items[i].Fix, fc, root, skipped, planned)...)
 	}
 	for _, file := range fix.Render(fc, items) {
-		if err := Allowed(file.Path); err != nil {
+		if err := allowedIn(file.Path, p.IncludeDirs); err != nil {
 			p.NotApplied = append(p.NotApplied, fmt.Sprintf("%s: %s is not written (only rendered by `dbhost fix --out`): %s",
 				strings.Join(fileOwners[file.Path], ", "), file.Path, reasonNotWritten(file.Path)))
 			continue
+		}
+		if includeDirs[path.Dir(file.Path)] {
+			// The server's account reads it; it holds no secret.
+			file.Mode = 0o644
 		}
 		fp, err := planFile(root, file)
 		if err != nil {
@@ -221,7 +290,7 @@ func knobAllowed(p, v string) error {
 }
 
 // notApplied lists what apply leaves to a person for one finding.
-func notApplied(t Target, f *fix.Fix, fc fix.Context, root string) []string {
+func notApplied(t Target, f *fix.Fix, fc fix.Context, root string, skipped map[string]string, planned map[string]bool) []string {
 	var out []string
 	add := func(format string, a ...any) { out = append(out, t.String()+": "+fmt.Sprintf(format, a...)) }
 	if f.HostOnly && len(fix.Knobs(f)) > 0 {
@@ -230,7 +299,14 @@ func notApplied(t Target, f *fix.Fix, fc fix.Context, root string) []string {
 		add("kernel values not set: the root is %s, not the live host", root)
 	}
 	for _, c := range f.Config {
-		add("database setting %s = %s on %s not applied (ALTER SYSTEM / SET GLOBAL are not done by this version)", c.Key, c.Value, c.Instance)
+		if planned[c.Instance+" "+c.Key] {
+			continue
+		}
+		why := skipped[c.Instance+" "+c.Key]
+		if why == "" {
+			why = "settings are changed only on the live host's running servers"
+		}
+		add("database setting %s = %s on %s not applied: %s", c.Key, c.Value, c.Instance, why)
 	}
 	for _, c := range f.Cmdline {
 		add("kernel command line %s not changed (needs update-grub and a reboot)", c)
@@ -348,6 +424,11 @@ func (p *Plan) Changes() bool {
 	}
 	for _, v := range p.Values {
 		if !v.Unchanged {
+			return true
+		}
+	}
+	for _, s := range p.Settings {
+		if !s.Unchanged {
 			return true
 		}
 	}

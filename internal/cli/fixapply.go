@@ -24,6 +24,7 @@ var geteuid = os.Geteuid
 // what they would change).
 type applyFlags struct {
 	plan, apply, rollback, history, recover bool
+	allowRestart                            bool
 	planOut, planFile                       string
 	rollbackID                              string
 }
@@ -36,6 +37,7 @@ func (a *applyFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&a.rollback, "rollback", false, "put back a change set exactly: [CHANGE-ID], default the latest applied (root)")
 	fs.BoolVar(&a.history, "history", false, "list the change sets: when, by whom, what they fixed")
 	fs.BoolVar(&a.recover, "recover", false, "roll back a change set an interrupted apply or rollback left unfinished (root)")
+	fs.BoolVar(&a.allowRestart, "allow-restart", false, "with --apply: restart, through its systemd unit, a database whose changed settings need a restart")
 }
 
 func (a *applyFlags) modes() int {
@@ -86,6 +88,8 @@ func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, 
 		return fail("--plan-out goes with --plan")
 	case a.planFile != "" && !a.apply:
 		return fail("--plan-file goes with --apply")
+	case a.allowRestart && !a.apply:
+		return fail("--allow-restart goes with --apply")
 	case src.from != "" && (src.root == "/" || src.root == ""):
 		return fail("--from reads a snapshot, not this host: --%s needs --root DIR, a copy tree to change instead of /", a.mode())
 	}
@@ -111,6 +115,8 @@ func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, 
 		}
 		return ExitOK
 	}
+	// Rollback and recovery log in to servers with the same credentials.
+	apply.SetConnection(src.options().Engine)
 	// Two applies (or an apply and an experiment) never interleave.
 	release, err := journal.Lock(journal.HostLock)
 	if err != nil {
@@ -135,7 +141,12 @@ func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, 
 		if err != nil {
 			return fail("rollback: %v", err)
 		}
-		fmt.Fprintf(env.Stdout, "rolled back %s: %d files and %d kernel values as they were before\n", cs.ID, len(cs.Files), len(cs.Values))
+		fmt.Fprintf(env.Stdout, "rolled back %s: %d files, %d kernel values and %d database settings as they were before\n", cs.ID, len(cs.Files), len(cs.Values), len(cs.Settings))
+		for _, s := range cs.Settings {
+			if s.Restart {
+				fmt.Fprintf(env.Stdout, "  %s: %s takes its old value back only when the server restarts\n", s.Server.Name, s.Key)
+			}
+		}
 		return ExitOK
 	}
 	p, code := fixPlan(ctx, env, src, only, skip)
@@ -148,7 +159,7 @@ func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, 
 		}
 	}
 	printPlan(env.Stdout, p)
-	cs, err := apply.Apply(p, apply.Options{StateDir: state, Reaudit: func() []check.Finding {
+	cs, err := apply.Apply(p, apply.Options{StateDir: state, AllowRestart: a.allowRestart, Reaudit: func() []check.Finding {
 		f, closeHost, ok := src.gather(ctx, env, "fix")
 		if !ok {
 			return nil
@@ -160,6 +171,9 @@ func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, 
 		return fail("apply: %v", err)
 	}
 	fmt.Fprintf(env.Stdout, "\napplied change set %s (undo with: dbhost fix --rollback %s)\n", cs.ID, cs.ID)
+	for _, r := range cs.Restarts {
+		fmt.Fprintf(env.Stdout, "  %s\n", r)
+	}
 	code = ExitOK
 	for _, o := range cs.After {
 		fmt.Fprintf(env.Stdout, "  %-5s %s\n", o.Status, o.Target)
@@ -197,7 +211,11 @@ func fixPlan(ctx context.Context, env Env, src *sourceFlags, only, skip []string
 	}
 	defer closeHost()
 	sel := apply.Select(check.Run(f, check.Selector{Only: only, Skip: skip}))
-	p, err := apply.Build(src.root, fix.ContextFrom(f), sel)
+	var srv *apply.Servers
+	if src.from == "" && !src.noConnect {
+		srv = &apply.Servers{Instances: f.Instances, Conn: src.options().Engine}
+	}
+	p, err := apply.BuildWith(src.root, fix.ContextFrom(f), sel, srv)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost fix:", err)
 		return nil, ExitError
@@ -255,6 +273,13 @@ func printPlan(w io.Writer, p *apply.Plan) {
 		}
 		fmt.Fprintf(w, "\nvalue %s: %s -> %s (for %s)\n", v.Path, v.Old, v.New, strings.Join(v.Findings, ", "))
 	}
+	for _, s := range p.Settings {
+		if s.Unchanged && s.Server.Engine != "mysql" {
+			fmt.Fprintf(w, "\nsetting %s %s: already saved as %s\n", s.Server.Name, s.Key, s.New)
+			continue
+		}
+		fmt.Fprintf(w, "\nsetting %s %s: %s -> %s by %s (for %s)\n", s.Server.Name, s.Key, s.Old, s.New, s.How(), strings.Join(s.Findings, ", "))
+	}
 	if len(p.NotApplied) > 0 {
 		fmt.Fprintln(w, "\nNot applied (left to a person):")
 		for _, n := range p.NotApplied {
@@ -281,8 +306,8 @@ func fixHistory(env Env, state string) int {
 		for _, t := range cs.Findings {
 			fixed = append(fixed, t.String())
 		}
-		fmt.Fprintf(env.Stdout, "%s  %-12s %s  by %s: %d files, %d values; fixed %s\n", cs.ID, cs.Status,
-			cs.Created.Format("2006-01-02 15:04:05Z"), by, len(cs.Files), len(cs.Values), strings.Join(fixed, ", "))
+		fmt.Fprintf(env.Stdout, "%s  %-12s %s  by %s: %d files, %d values, %d settings; fixed %s\n", cs.ID, cs.Status,
+			cs.Created.Format("2006-01-02 15:04:05Z"), by, len(cs.Files), len(cs.Values), len(cs.Settings), strings.Join(fixed, ", "))
 		if !cs.RolledBack.IsZero() {
 			fmt.Fprintf(env.Stdout, "    rolled back %s by %s\n", cs.RolledBack.Format("2006-01-02 15:04:05Z"), cs.RolledBackBy)
 		}

@@ -11,6 +11,7 @@ import (
 	"path"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // ErrUntrusted is returned for a program root must not run: someone other
@@ -44,7 +45,12 @@ const maxTrustLinks = 40
 // resolving each symbolic link, whose own owner must be root too) must be
 // owned by root and writable by no one else. Otherwise whoever can write
 // there chooses what root runs.
-func (h *Host) CheckTrusted(p string) error {
+func (h *Host) CheckTrusted(p string) error { return h.checkTrusted(p, false) }
+
+// CheckTrustedDir is CheckTrusted for a directory root writes files into.
+func (h *Host) CheckTrustedDir(p string) error { return h.checkTrusted(p, true) }
+
+func (h *Host) checkTrusted(p string, dir bool) error {
 	if !path.IsAbs(p) {
 		return &UntrustedError{Program: p, Path: p, Why: "is not an absolute path"}
 	}
@@ -97,8 +103,11 @@ func (h *Host) CheckTrusted(p string) error {
 		if len(rest) > 0 && !fi.IsDir {
 			return untrusted(at, fi, "is not a directory")
 		}
-		if len(rest) == 0 && !fi.Mode.IsRegular() {
+		if len(rest) == 0 && !dir && !fi.Mode.IsRegular() {
 			return untrusted(at, fi, "is not a regular file")
+		}
+		if len(rest) == 0 && dir && !fi.IsDir {
+			return untrusted(at, fi, "is not a directory")
 		}
 		where = at
 	}
@@ -162,6 +171,10 @@ func (h *Host) RunAs(ctx context.Context, uid, gid int, name string, args ...str
 }
 
 func (h *Host) run(ctx context.Context, uid, gid int, name string, args ...string) ([]byte, error) {
+	return h.runFor(ctx, h.cmdTimeout, uid, gid, name, args...)
+}
+
+func (h *Host) runFor(ctx context.Context, limit time.Duration, uid, gid int, name string, args ...string) ([]byte, error) {
 	key := "cmd:" + strings.Join(append([]string{name}, args...), "\x00")
 	return h.probe(key, func() ([]byte, error) {
 		if !h.System() {
@@ -171,7 +184,7 @@ func (h *Host) run(ctx context.Context, uid, gid int, name string, args ...strin
 		if err != nil {
 			return nil, err
 		}
-		ctx, cancel := context.WithTimeout(ctx, h.cmdTimeout)
+		ctx, cancel := context.WithTimeout(ctx, limit)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, prog, args...)
 		cmd.Args[0] = name

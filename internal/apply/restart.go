@@ -1,0 +1,105 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/host"
+)
+
+// restartLimit bounds a server's restart: a large shared_buffers or buffer
+// pool takes a checkpoint and a flush to stop.
+const restartLimit = 5 * time.Minute
+
+// restarts says, per server whose changed settings wait for a restart,
+// what happened: listed only, or (allowed) restarted through the systemd
+// unit it runs under and its settings read back. A server that runs under
+// no unit is never restarted: dbhost does not know how it was started.
+func restarts(settings []SettingPlan, allowed bool) []string {
+	keys := map[ServerRef][]SettingPlan{}
+	for _, s := range settings {
+		if s.Restart && (!s.Unchanged || s.Server.Engine == string(engine.MySQL)) {
+			keys[s.Server] = append(keys[s.Server], s)
+		}
+	}
+	refs := make([]ServerRef, 0, len(keys))
+	for r := range keys {
+		refs = append(refs, r)
+	}
+	sort.Slice(refs, func(a, b int) bool { return refs[a].Name < refs[b].Name })
+	var out []string
+	for _, r := range refs {
+		var names []string
+		for _, s := range keys[r] {
+			names = append(names, s.Key)
+		}
+		what := fmt.Sprintf("%s needs a restart for %s", r.Name, strings.Join(names, ", "))
+		switch {
+		case !allowed:
+			how := "restart it yourself"
+			if r.Unit != "" {
+				how = "systemctl restart " + r.Unit
+			}
+			out = append(out, what+": not restarted (give --allow-restart, or "+how+")")
+		case r.Unit == "":
+			out = append(out, what+": not restarted: it runs under no systemd unit, so dbhost does not know how it was started; restart it yourself")
+		default:
+			if err := restart(r, keys[r]); err != nil {
+				out = append(out, what+": "+err.Error())
+				continue
+			}
+			out = append(out, what+": restarted through "+r.Unit+"; it runs with the new values")
+		}
+	}
+	return out
+}
+
+// restart runs systemctl restart UNIT (a root-owned binary, no shell) and
+// waits until the server answers with the saved values in effect.
+func restart(r ServerRef, keys []SettingPlan) error {
+	h, err := host.Open("/")
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), restartLimit)
+	defer cancel()
+	if _, err := h.RunLong(ctx, restartLimit, "systemctl", "restart", r.Unit); err != nil {
+		return fmt.Errorf("restart failed: %v (dbhost fix --rollback puts the settings back; then start the server)", err)
+	}
+	co := connection()
+	for {
+		err := func() error {
+			s, err := dialServer(ctx, r, co)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			for _, k := range keys {
+				if k.OptionOnly {
+					continue
+				}
+				in, pending, err := s.applied(ctx, k)
+				if err != nil {
+					return err
+				}
+				if !in || pending {
+					return fmt.Errorf("%s is not in effect after the restart", k.Key)
+				}
+			}
+			return nil
+		}()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("restarted, but: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,378 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/fix"
+	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/testdb"
+)
+
+// pgCheck fails on a private server whose password_encryption is md5 (an
+// ALTER SYSTEM entry the test makes); its fix is scram-sha-256, a setting
+// a reload applies.
+const pgCheck = "pg.hardening.md5"
+
+// pgLive gathers the live host and returns the private server's pgCheck
+// finding, the fix context and the servers to plan settings on.
+func pgLive(t *testing.T, s *testdb.Server) (check.Finding, fix.Context, *Servers) {
+	t.Helper()
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	f := facts.Gather(context.Background(), h, facts.Options{})
+	subject := fmt.Sprintf("postgres:%d", s.Port)
+	for _, fd := range check.Run(f, check.Selector{Only: []string{pgCheck}}) {
+		if fd.Subject == subject {
+			return fd, fix.ContextFrom(f), &Servers{Instances: f.Instances}
+		}
+	}
+	t.Fatalf("%s judged nothing for %s", pgCheck, subject)
+	return check.Finding{}, fix.Context{}, nil
+}
+
+func pgShow(t *testing.T, s *testdb.Server, key string) string {
+	t.Helper()
+	c, err := pgconn.Connect(context.Background(), fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", s.Socket, s.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	res, err := c.Exec(context.Background(), "SHOW "+key).ReadAll()
+	if err != nil || len(res) != 1 || len(res[0].Rows) != 1 {
+		t.Fatalf("SHOW %s: %v", key, err)
+	}
+	return string(res[0].Rows[0][0])
+}
+
+func pgExec(t *testing.T, s *testdb.Server, sql string) {
+	t.Helper()
+	c, err := pgconn.Connect(context.Background(), fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", s.Socket, s.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(context.Background(), sql).ReadAll(); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func readAuto(t *testing.T, s *testdb.Server) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.DataDir, autoConf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func pgFailing(t *testing.T) (*testdb.Server, check.Finding, fix.Context, *Servers) {
+	t.Helper()
+	testdb.Need(t, "root", os.Geteuid() == 0)
+	s := testdb.Postgres(t, testdb.Options{})
+	pgExec(t, s, "ALTER SYSTEM SET password_encryption = 'md5'")
+	pgExec(t, s, "SELECT pg_reload_conf()")
+	for i := 0; pgShow(t, s, "password_encryption") != "md5"; i++ {
+		if i == 100 {
+			t.Fatal("the server did not reload password_encryption = md5")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fd, fc, srv := pgLive(t, s)
+	if fd.Status != check.Fail {
+		t.Fatalf("%s does not fail with password_encryption md5: %s", pgCheck, fd.Reason)
+	}
+	return s, fd, fc, srv
+}
+
+// TestLivePGSettingApplyRollback: the plan changes password_encryption by
+// ALTER SYSTEM instead of writing the conf.d snippet; apply makes the
+// server run with it (the check passes); rollback leaves
+// postgresql.auto.conf byte for byte as before and the server at 4.
+func TestLivePGSettingApplyRollback(t *testing.T) {
+	s, fd, fc, srv := pgFailing(t)
+	before := readAuto(t, s)
+	p, err := BuildWith("/", fc, []check.Finding{fd}, srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Settings) != 1 || len(p.Files) != 0 {
+		t.Fatalf("plan: settings %+v files %v not applied %v", p.Settings, paths(p), p.NotApplied)
+	}
+	sp := p.Settings[0]
+	if sp.Key != "password_encryption" || sp.Old != "md5" || sp.New != "scram-sha-256" || sp.Saved == nil || *sp.Saved != "md5" ||
+		sp.Restart || sp.Server.DataDir != s.DataDir {
+		t.Fatalf("setting plan %+v", sp)
+	}
+	for _, n := range p.NotApplied {
+		if strings.Contains(n, "database setting password_encryption") || strings.Contains(n, "conf.d") {
+			t.Errorf("still listed as not applied: %s", n)
+		}
+	}
+	state := t.TempDir()
+	cs, err := Apply(p, Options{StateDir: state, Reaudit: func() []check.Finding {
+		fd, _, _ := pgLive(t, s)
+		return []check.Finding{fd}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pgShow(t, s, "password_encryption"); got != "scram-sha-256" {
+		t.Fatalf("password_encryption is %s after apply", got)
+	}
+	if len(cs.After) != 1 || cs.After[0].Status != string(check.Pass) {
+		t.Fatalf("re-audit after apply: %+v", cs.After)
+	}
+	if !strings.Contains(readAuto(t, s), "password_encryption = 'scram-sha-256'") {
+		t.Fatalf("%s after apply:\n%s", autoConf, readAuto(t, s))
+	}
+	if _, err := Rollback(state, cs.ID); err != nil {
+		t.Fatal(err)
+	}
+	if after := readAuto(t, s); after != before {
+		t.Fatalf("rollback changed %s:\nbefore:\n%s\nafter:\n%s", autoConf, before, after)
+	}
+	if got := pgShow(t, s, "password_encryption"); got != "md5" {
+		t.Fatalf("password_encryption is %s after rollback", got)
+	}
+}
+
+// TestLivePGSettingChangedSincePlan: an ALTER SYSTEM by someone else
+// between plan and apply is refused, by name, and nothing changes.
+func TestLivePGSettingChangedSincePlan(t *testing.T) {
+	s, fd, fc, srv := pgFailing(t)
+	p, err := BuildWith("/", fc, []check.Finding{fd}, srv)
+	if err != nil || len(p.Settings) != 1 {
+		t.Fatalf("plan: %+v, %v", p, err)
+	}
+	pgExec(t, s, "ALTER SYSTEM SET password_encryption = 'scram-sha-256'")
+	edited := readAuto(t, s)
+	state := t.TempDir()
+	_, err = Apply(p, Options{StateDir: state})
+	if err == nil || !strings.Contains(err.Error(), "password_encryption") || !strings.Contains(err.Error(), "changed since the plan") {
+		t.Fatalf("apply over an edited setting: %v", err)
+	}
+	if readAuto(t, s) != edited {
+		t.Fatal("the refused apply changed postgresql.auto.conf")
+	}
+	if sets, _ := History(state); len(sets) != 0 {
+		t.Fatalf("a refused apply left change sets: %+v", sets)
+	}
+}
+
+// TestLivePGSettingKilledApplyIsRecovered kills an apply right after
+// ALTER SYSTEM; Recover, in this process, logs in again and puts the entry
+// back.
+func TestLivePGSettingKilledApplyIsRecovered(t *testing.T) {
+	if state := os.Getenv("DBHOST_TEST_PG_CHILD"); state != "" {
+		port, _ := strconv.Atoi(os.Getenv("DBHOST_TEST_PG_PORT"))
+		s := &testdb.Server{Port: port}
+		fd, fc, srv := pgLive(t, s)
+		p, err := BuildWith("/", fc, []check.Finding{fd}, srv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		Apply(p, Options{StateDir: state, hook: func(step string) {
+			if strings.HasPrefix(step, "saved ") {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		}})
+		t.Fatal("the child was not killed")
+	}
+	s, _, _, _ := pgFailing(t)
+	before := readAuto(t, s)
+	state := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLivePGSettingKilledApplyIsRecovered$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "DBHOST_TEST_PG_CHILD="+state, "DBHOST_TEST_PG_PORT="+strconv.Itoa(s.Port))
+	out, err := cmd.CombinedOutput()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child did not die of SIGKILL: %v\n%s", err, out)
+	}
+	if readAuto(t, s) == before || pgShow(t, s, "password_encryption") != "scram-sha-256" {
+		t.Fatal("the killed apply had not changed the setting")
+	}
+	ids, err := Recover(state)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("Recover = %v, %v", ids, err)
+	}
+	if after := readAuto(t, s); after != before {
+		t.Fatalf("recover left %s:\n%s\nwas:\n%s", autoConf, after, before)
+	}
+	if got := pgShow(t, s, "password_encryption"); got != "md5" {
+		t.Fatalf("password_encryption is %s after recover", got)
+	}
+}
+
+// TestRestartsListed: a restart setting is listed, never done without
+// --allow-restart, and never done for a server that runs under no unit.
+func TestRestartsListed(t *testing.T) {
+	unit := ServerRef{Engine: string(engine.Postgres), Name: "postgres:5432", Unit: "postgresql@15-main.service"}
+	bare := ServerRef{Engine: string(engine.Postgres), Name: "postgres:5433"}
+	settings := []SettingPlan{
+		{Server: unit, Key: "shared_buffers", Restart: true},
+		{Server: unit, Key: "random_page_cost"},
+		{Server: bare, Key: "huge_pages", Restart: true},
+		{Server: bare, Key: "max_connections", Restart: true, Unchanged: true},
+	}
+	got := strings.Join(restarts(settings, false), "\n")
+	want := "postgres:5432 needs a restart for shared_buffers: not restarted (give --allow-restart, or systemctl restart postgresql@15-main.service)\n" +
+		"postgres:5433 needs a restart for huge_pages: not restarted (give --allow-restart, or restart it yourself)"
+	if got != want {
+		t.Errorf("restarts without --allow-restart:\n%s\nwant:\n%s", got, want)
+	}
+	got = strings.Join(restarts(settings[2:], true), "\n")
+	if !strings.Contains(got, "postgres:5433 needs a restart for huge_pages: not restarted: it runs under no systemd unit") {
+		t.Errorf("restarts of a server without unit: %s", got)
+	}
+}
+
+// mariaDBIncluding starts a private MariaDB whose option file includes a
+// conf.d directory only root can change, as a packaged server's does.
+func mariaDBIncluding(t *testing.T) (s *testdb.Server, confd string) {
+	t.Helper()
+	dir := testdb.RootOnlyDir(t, "mycnf")
+	confd = filepath.Join(dir, "conf.d")
+	if err := os.Mkdir(confd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cnf := filepath.Join(dir, "my.cnf")
+	if err := os.WriteFile(cnf, []byte("[mysqld]\n!includedir "+confd+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return testdb.MariaDB(t, testdb.Options{DefaultsFile: cnf}), confd
+}
+
+func dirListing(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		info, _ := e.Info()
+		out = append(out, fmt.Sprintf("%s %v %x", e.Name(), info.Mode(), b))
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestLiveMySQLOptionFileApplyRollback: a restart setting of a MariaDB is
+// written into the directory its option file includes (0644, readable by
+// the server's account), the restart is listed and, for a server that runs
+// under no systemd unit, not done even with AllowRestart; rollback removes
+// the file.
+func TestLiveMySQLOptionFileApplyRollback(t *testing.T) {
+	testdb.Need(t, "root", os.Geteuid() == 0)
+	s, confd := mariaDBIncluding(t)
+	const id = "mysql.hardening.symbolic_links"
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := facts.Gather(context.Background(), h, facts.Options{})
+	h.Close()
+	var fd *check.Finding
+	for _, x := range check.Run(f, check.Selector{Only: []string{id}}) {
+		if x.Subject == fmt.Sprintf("mysql:%d", s.Port) {
+			fd = &x
+		}
+	}
+	if fd == nil || fd.Status != check.Fail {
+		t.Fatalf("%s on the private server: %+v", id, fd)
+	}
+	p, err := BuildWith("/", fix.ContextFrom(f), []check.Finding{*fd}, &Servers{Instances: f.Instances})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Settings) != 1 || !p.Settings[0].Restart || len(p.Files) != 1 || filepath.Dir(p.Files[0].Path) != confd ||
+		p.Files[0].Mode != 0o644 || !strings.Contains(p.Files[0].Content, "symbolic_links = 0") {
+		t.Fatalf("plan: settings %+v files %+v not applied %v", p.Settings, p.Files, p.NotApplied)
+	}
+	before := dirListing(t, confd)
+	state := t.TempDir()
+	cs, err := Apply(p, Options{StateDir: state, AllowRestart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(p.Files[0].Path)
+	if err != nil || st.Mode().Perm() != 0o644 {
+		t.Fatalf("%s after apply: %v %v", p.Files[0].Path, st, err)
+	}
+	if len(cs.Restarts) != 1 || !strings.Contains(cs.Restarts[0], "runs under no systemd unit") {
+		t.Fatalf("restarts: %q", cs.Restarts)
+	}
+	if _, err := Rollback(state, cs.ID); err != nil {
+		t.Fatal(err)
+	}
+	if after := dirListing(t, confd); after != before {
+		t.Fatalf("rollback left %s:\n%s\nwas:\n%s", confd, after, before)
+	}
+}
+
+// TestLiveMySQLSetGlobal: SET GLOBAL of a dynamic variable, read back,
+// and the journal's undo puts the old value back.
+func TestLiveMySQLSetGlobal(t *testing.T) {
+	testdb.Need(t, "root", os.Geteuid() == 0)
+	s, _ := mariaDBIncluding(t)
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	f := facts.Gather(context.Background(), h, facts.Options{})
+	var in *facts.Instance
+	for _, x := range f.Instances {
+		if x.Engine == engine.MySQL && x.Port == s.Port {
+			in = x
+		}
+	}
+	if in == nil {
+		t.Fatal("the private server was not discovered")
+	}
+	ctx := context.Background()
+	srv, err := connect(ctx, h, in.Instance, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.close()
+	cur, err := srv.get(ctx, "innodb_io_capacity")
+	if err != nil || cur.Value == "1000" {
+		t.Fatalf("innodb_io_capacity %q, %v", cur.Value, err)
+	}
+	ref := ServerRef{Engine: string(engine.MySQL), Name: in.Name(), DataDir: in.DataDir, Port: in.Port}
+	sp := SettingPlan{Server: ref, Key: "innodb_io_capacity", Old: cur.Value, New: "1000"}
+	if err := srv.change(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := srv.applied(ctx, sp); !ok || err != nil {
+		t.Fatalf("applied = %v, %v", ok, err)
+	}
+	b, _ := json.Marshal(settingUndo{Server: ref, Key: sp.Key, Old: sp.Old})
+	if err := undoSetting(b); err != nil {
+		t.Fatal(err)
+	}
+	if now, _ := srv.get(ctx, "innodb_io_capacity"); now.Value != cur.Value {
+		t.Fatalf("innodb_io_capacity is %s after the undo, was %s", now.Value, cur.Value)
+	}
+	if _, err := literal("x'; DROP TABLE t; --"); err == nil {
+		t.Error("literal took a quote")
+	}
+}
