@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/dbhost/dbhost/internal/apply"
+	"github.com/dbhost/dbhost/internal/testdb"
+)
+
+func pgDo(t *testing.T, s *testdb.Server, sql string) string {
+	t.Helper()
+	c, err := pgconn.Connect(context.Background(), fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", s.Socket, s.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	res, err := c.Exec(context.Background(), sql).ReadAll()
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	if len(res) == 1 && len(res[0].Rows) == 1 {
+		return string(res[0].Rows[0][0])
+	}
+	return ""
+}
+
+// TestFixPlanPGSetting runs --plan against a private PostgreSQL whose
+// password_encryption is md5 (an ALTER SYSTEM entry): the plan names the
+// setting and how it changes, saves it with the entry it replaces, and
+// writes no conf.d snippet for it. (--apply takes the host lock, which the
+// test's own server holds shared: the apply itself is tested in
+// internal/apply, TestLivePGSettingApplyRollback.)
+func TestFixPlanPGSetting(t *testing.T) {
+	testdb.Need(t, "root", os.Geteuid() == 0)
+	s := testdb.Postgres(t, testdb.Options{})
+	pgDo(t, s, "ALTER SYSTEM SET password_encryption = 'md5'")
+	pgDo(t, s, "SELECT pg_reload_conf()")
+	for i := 0; pgDo(t, s, "SHOW password_encryption") != "md5"; i++ {
+		if i == 100 {
+			t.Fatal("no reload")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	inst := fmt.Sprintf("postgres:%d", s.Port)
+	line := "setting " + inst + " password_encryption: md5 -> scram-sha-256 by ALTER SYSTEM + pg_reload_conf()"
+	saved := filepath.Join(t.TempDir(), "plan.json")
+	code, plan, errs := runCLI(t, "fix", "--plan", "--only", "pg.hardening.md5", "--plan-out", saved)
+	if code != ExitOK || !strings.Contains(plan, line) || strings.Contains(plan, "conf.d") {
+		t.Fatalf("--plan: exit %d, no %q (or a conf.d snippet):\n%s%s", code, line, plan, errs)
+	}
+	b, err := os.ReadFile(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p apply.Plan
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range p.Settings {
+		if sp.Server.Name == inst && sp.Key == "password_encryption" && sp.Saved != nil && *sp.Saved == "md5" &&
+			sp.Server.DataDir == s.DataDir && !strings.Contains(string(b), "password=") {
+			return
+		}
+	}
+	t.Fatalf("saved plan lacks the setting with its saved entry:\n%s", b)
+}
