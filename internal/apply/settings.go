@@ -86,6 +86,8 @@ type savedSetting struct {
 	Saved   *string // the ALTER SYSTEM entry, nil when none
 	Restart bool    // takes a new value only at a restart
 	Pending bool    // a changed value waits for a restart
+	// Overridden says why a saved value would not be used, or "".
+	Overridden string
 }
 
 // server is a connection to one database server's settings.
@@ -220,6 +222,9 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 			if err != nil && in.Engine == engine.MySQL && c.Restart {
 				// e.g. symbolic_links: an option without a variable.
 				cur, err, optionOnly = savedSetting{}, nil, true
+			}
+			if err == nil && cur.Overridden != "" {
+				err = errors.New(cur.Overridden)
 			}
 			if err != nil {
 				skipped[id] = err.Error()

@@ -20,6 +20,7 @@ import (
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
 
@@ -375,4 +376,106 @@ func TestLiveMySQLSetGlobal(t *testing.T) {
 	if _, err := literal("x'; DROP TABLE t; --"); err == nil {
 		t.Error("literal took a quote")
 	}
+}
+
+// TestLivePGCommandLineWins: a setting given on the server's command line
+// (-c shared_buffers=32MB here) is not planned: ALTER SYSTEM would change
+// nothing, and the plan says so.
+func TestLivePGCommandLineWins(t *testing.T) {
+	testdb.Need(t, "root", os.Geteuid() == 0)
+	s := testdb.Postgres(t, testdb.Options{})
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := facts.Gather(context.Background(), h, facts.Options{})
+	h.Close()
+	inst := fmt.Sprintf("postgres:%d", s.Port)
+	var sel []check.Finding
+	for _, x := range check.Run(f, check.Selector{Only: []string{"pg.shared_buffers"}}) {
+		if x.Subject == inst && x.Status == check.Fail {
+			sel = append(sel, x)
+		}
+	}
+	if len(sel) != 1 {
+		t.Fatalf("pg.shared_buffers does not fail for %s at 32MB", inst)
+	}
+	p, err := BuildWith("/", fix.ContextFrom(f), sel, &Servers{Instances: f.Instances})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "database setting shared_buffers = "
+	for _, n := range p.NotApplied {
+		if strings.Contains(n, want) && strings.HasSuffix(n, "not applied: it is set on the server's command line, which wins over ALTER SYSTEM: change it there") {
+			if len(p.Settings) != 0 {
+				t.Fatalf("planned anyway: %+v", p.Settings)
+			}
+			return
+		}
+	}
+	t.Fatalf("not applied lacks the command line:\n%s", strings.Join(p.NotApplied, "\n"))
+}
+
+// TestLivePGRestartSetting: a postmaster setting is saved and left
+// pending (the apply waits for the server to say so), and the journal's
+// undo removes the entry: postgresql.auto.conf as before. (PostgreSQL
+// keeps pending_restart set once a postmaster setting was changed in a
+// file, even after the entry is removed again.)
+func TestLivePGRestartSetting(t *testing.T) {
+	testdb.Need(t, "root", os.Geteuid() == 0)
+	s := testdb.Postgres(t, testdb.Options{})
+	before := readAuto(t, s)
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	f := facts.Gather(context.Background(), h, facts.Options{})
+	var in *facts.Instance
+	for _, x := range f.Instances {
+		if x.Engine == engine.Postgres && x.Port == s.Port {
+			in = x
+		}
+	}
+	if in == nil {
+		t.Fatal("the private server was not discovered")
+	}
+	ref := ServerRef{Engine: string(engine.Postgres), Name: in.Name(), DataDir: in.DataDir, Port: in.Port}
+	sp := SettingPlan{Server: ref, Key: "max_prepared_transactions", Old: "0", New: "7", Restart: true}
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applySettings(j, []SettingPlan{sp}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	pending := func() string {
+		return pgQuery(t, s, "SELECT pending_restart FROM pg_settings WHERE name = 'max_prepared_transactions'")
+	}
+	if pending() != "t" || pgShow(t, s, "max_prepared_transactions") != "0" {
+		t.Fatalf("after apply: pending %s, value %s", pending(), pgShow(t, s, "max_prepared_transactions"))
+	}
+	if err := j.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if after := readAuto(t, s); after != before {
+		t.Fatalf("undo left %s:\n%s", autoConf, after)
+	}
+	if v := pgShow(t, s, "max_prepared_transactions"); v != "0" {
+		t.Fatalf("max_prepared_transactions is %s after the undo", v)
+	}
+}
+
+func pgQuery(t *testing.T, s *testdb.Server, sql string) string {
+	t.Helper()
+	c, err := pgconn.Connect(context.Background(), fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", s.Socket, s.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	res, err := c.Exec(context.Background(), sql).ReadAll()
+	if err != nil || len(res) != 1 || len(res[0].Rows) != 1 {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return string(res[0].Rows[0][0])
 }

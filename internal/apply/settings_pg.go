@@ -70,7 +70,7 @@ func (s *pgServer) get(ctx context.Context, key string) (savedSetting, error) {
 	if !pgName.MatchString(key) {
 		return savedSetting{}, fmt.Errorf("%q is not a setting name", key)
 	}
-	rows, err := s.query(ctx, `SELECT current_setting(name), context, pending_restart FROM pg_settings WHERE name = $1`, key)
+	rows, err := s.query(ctx, `SELECT current_setting(name), context, pending_restart, source FROM pg_settings WHERE name = $1`, key)
 	if err != nil {
 		return savedSetting{}, err
 	}
@@ -78,6 +78,11 @@ func (s *pgServer) get(ctx context.Context, key string) (savedSetting, error) {
 		return savedSetting{}, fmt.Errorf("the server has no setting %s", key)
 	}
 	st := savedSetting{Value: rows[0][0], Restart: rows[0][1] == "postmaster", Pending: rows[0][2] == "t"}
+	switch rows[0][3] {
+	case "command line", "environment variable":
+		// Read after every file: ALTER SYSTEM would change nothing.
+		st.Overridden = "it is set on the server's " + rows[0][3] + ", which wins over ALTER SYSTEM: change it there"
+	}
 	// pg_file_settings reads the files as the server would now; it needs
 	// superuser or pg_read_all_settings, as ALTER SYSTEM needs superuser.
 	rows, err = s.query(ctx, `SELECT setting FROM pg_file_settings
