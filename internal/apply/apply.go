@@ -73,8 +73,11 @@ type ChangeSet struct {
 	Files    []FilePlan  `json:"files"`
 	Values   []ValuePlan `json:"values"`
 	// After: the selected findings' statuses when audited again.
-	After      []Outcome `json:"after,omitempty"`
-	Errors     []string  `json:"errors,omitempty"`
+	After  []Outcome `json:"after,omitempty"`
+	Errors []string  `json:"errors,omitempty"`
+	// Notes: what the apply did besides (udev) or left out at run time
+	// (a server's limit that could not be set).
+	Notes      []string  `json:"notes,omitempty"`
 	RolledBack time.Time `json:"rolled_back,omitzero"`
 	// RolledBackBy: the user who rolled it back, or "recover" for an
 	// interrupted apply put back by the next run.
@@ -173,6 +176,16 @@ func Apply(p *Plan, opts Options) (*ChangeSet, error) {
 		}
 	}
 	for _, v := range cs.Values {
+		if note, ok, err := applyRlimit(j, v); ok {
+			if err != nil {
+				return fail(fmt.Errorf("%s: %w", v.Path, err))
+			}
+			if note != "" {
+				cs.Notes = append(cs.Notes, note)
+			}
+			opts.step("set " + v.Path)
+			continue
+		}
 		if err := j.Set(v.Path, v.New); err != nil {
 			return fail(fmt.Errorf("%s: %w", v.Path, err))
 		}
@@ -185,6 +198,7 @@ func Apply(p *Plan, opts Options) (*ChangeSet, error) {
 		}
 		opts.step("set " + v.Path)
 	}
+	cs.Notes = append(cs.Notes, udevTrigger(cs)...)
 	cs.Status, cs.Finished = StatusApplied, opts.now().UTC()
 	if err := saveMeta(dir, cs); err != nil {
 		return cs, err
