@@ -73,15 +73,15 @@ type ChangeSet struct {
 	Files    []FilePlan  `json:"files"`
 	Values   []ValuePlan `json:"values"`
 	// After: the selected findings' statuses when audited again.
-	After  []Outcome `json:"after,omitempty"`
-	Errors []string  `json:"errors,omitempty"`
-	// Notes: what the apply did besides (udev) or left out at run time
-	// (a server's limit that could not be set).
-	Notes      []string  `json:"notes,omitempty"`
+	After      []Outcome `json:"after,omitempty"`
+	Errors     []string  `json:"errors,omitempty"`
 	RolledBack time.Time `json:"rolled_back,omitzero"`
 	// RolledBackBy: the user who rolled it back, or "recover" for an
 	// interrupted apply put back by the next run.
 	RolledBackBy string `json:"rolled_back_by,omitempty"`
+	// Notes: what the apply did besides (udev) or left out at run time
+	// (a server's limit that could not be set).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Outcome is a selected finding's status after the apply.
