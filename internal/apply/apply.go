@@ -85,6 +85,9 @@ type ChangeSet struct {
 	// RolledBackBy: the user who rolled it back, or "recover" for an
 	// interrupted apply put back by the next run.
 	RolledBackBy string `json:"rolled_back_by,omitempty"`
+	// Notes: what the apply did besides (udev) or left out at run time
+	// (a server's limit that could not be set).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Outcome is a selected finding's status after the apply.
@@ -193,6 +196,16 @@ func Apply(p *Plan, opts Options) (*ChangeSet, error) {
 		}
 	}
 	for _, v := range cs.Values {
+		if note, ok, err := applyRlimit(j, v); ok {
+			if err != nil {
+				return fail(fmt.Errorf("%s: %w", v.Path, err))
+			}
+			if note != "" {
+				cs.Notes = append(cs.Notes, note)
+			}
+			opts.step("set " + v.Path)
+			continue
+		}
 		if err := j.Set(v.Path, v.New); err != nil {
 			return fail(fmt.Errorf("%s: %w", v.Path, err))
 		}
@@ -208,6 +221,7 @@ func Apply(p *Plan, opts Options) (*ChangeSet, error) {
 	if err := applySettings(j, cs.Settings, opts); err != nil {
 		return fail(err)
 	}
+	cs.Notes = append(cs.Notes, udevTrigger(cs)...)
 	cs.Status, cs.Finished = StatusApplied, opts.now().UTC()
 	if err := saveMeta(dir, cs); err != nil {
 		return cs, err

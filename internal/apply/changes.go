@@ -165,6 +165,7 @@ func undo(state string, cs *ChangeSet, by string) error {
 	if err := journal.Recover(filepath.Join(dir, "journal.json")); err != nil {
 		return err
 	}
+	udevReload(cs)
 	cs.Status, cs.RolledBack, cs.RolledBackBy = StatusRolledBack, time.Now().UTC(), by
 	return saveMeta(dir, cs)
 }

@@ -62,6 +62,10 @@ func undoFile(data json.RawMessage) error {
 	}
 	defer d.Close()
 	rel := strings.TrimPrefix(u.Path, "/")
+	// A write killed before its rename leaves its temporary file.
+	if _, err := d.RemoveTemps(rel); err != nil {
+		return err
+	}
 	if !u.Existed {
 		if _, err := d.RemoveIfUnchanged(rel, u.NewSum); err != nil {
 			return fmt.Errorf("%v: not removed", err)

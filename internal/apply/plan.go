@@ -260,6 +260,8 @@ func BuildWith(root string, fc fix.Context, selected []check.Finding, srv *Serve
 				p.Values = append(p.Values, ValuePlan{Path: clean, Old: old, New: k.Value, Unchanged: old == k.Value, Findings: []string{t}})
 			}
 		}
+		vals, notes := planRlimits(selected)
+		p.Values, p.NotApplied = append(p.Values, vals...), append(append(p.NotApplied, notes...), udevPlanNotes(p)...)
 	}
 	sort.Strings(p.NotApplied)
 	return p, nil
@@ -280,6 +282,9 @@ func reasonNotWritten(p string) string {
 // knobAllowed keeps a runtime value under /proc/sys and /sys, as
 // fix.ApplyKnobs does.
 func knobAllowed(p, v string) error {
+	if isRlimitPath(p) {
+		return rlimitAllowed(p, v)
+	}
 	if !strings.HasPrefix(p, "/proc/sys/") && !strings.HasPrefix(p, "/sys/") {
 		return fmt.Errorf("refusing to write %s: not a kernel knob", p)
 	}
@@ -321,6 +326,9 @@ func notApplied(t Target, f *fix.Fix, fc fix.Context, root string, skipped map[s
 		add("limits and unit drop-ins take effect when the service restarts or at the next login; nothing is restarted")
 	}
 	for _, r := range f.Runtime {
+		if root == "/" && rlimitCommand(f, r) {
+			continue // planned as a value, or said why not
+		}
 		add("command not run: %s", r)
 	}
 	if s := fix.Steps(f, fc); s != "" {

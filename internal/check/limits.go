@@ -270,7 +270,8 @@ func limitFix(f *facts.Facts, in *facts.Instance, item, unitKey string, value ui
 	}
 	// prlimit changes the running process's limit at once; the kernel
 	// checks it at every open, fork and clone.
-	fx.Runtime = []string{fmt.Sprintf("prlimit --pid %d --%s=%s:%s", in.PID, item, v, v)}
+	rl := fix.Rlimit{PID: in.PID, Item: item, Soft: value, Hard: value}
+	fx.Runtime, fx.Rlimits = []string{rl.Command()}, []fix.Rlimit{rl}
 	if need.Live != "" {
 		fx.Manual = strings.TrimSpace(fx.Manual + " Then: " + need.Live + ".")
 	}

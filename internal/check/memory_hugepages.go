@@ -883,7 +883,8 @@ func checkHugePagesMemlock(f *facts.Facts) []Result {
 		if unit := memUnit(u.in); unit != "" {
 			fx.Dropins = []fix.Dropin{{Unit: unit, Section: "Service", Key: "LimitMEMLOCK", Value: "infinity"}}
 		}
-		fx.Runtime = []string{fmt.Sprintf("prlimit --pid %d --memlock=unlimited:unlimited", u.in.PID)}
+		rl := fix.Rlimit{PID: u.in.PID, Item: "memlock", Soft: fix.Unlimited, Hard: fix.Unlimited}
+		fx.Runtime, fx.Rlimits = []string{rl.Command()}, []fix.Rlimit{rl}
 		out = append(out, FailR(subj, fmt.Sprintf("%s %s, but its group %d is not vm.hugetlb_shm_group and its memlock limit (%s) is below the segment (%s): the kernel refuses shmget(SHM_HUGETLB) with EPERM and the server falls back to 4 kB pages (or fails to start).", desc, u.how, u.in.GID, host.FormatLimit(lim.Soft), humanBytes(u.size)), fx, ev...))
 	}
 	return out

@@ -174,6 +174,9 @@ func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, 
 	for _, r := range cs.Restarts {
 		fmt.Fprintf(env.Stdout, "  %s\n", r)
 	}
+	for _, n := range cs.Notes {
+		fmt.Fprintf(env.Stdout, "  note: %s\n", n)
+	}
 	code = ExitOK
 	for _, o := range cs.After {
 		fmt.Fprintf(env.Stdout, "  %-5s %s\n", o.Status, o.Target)

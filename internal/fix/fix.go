@@ -34,6 +34,10 @@ type Fix struct {
 	// adds its own; RuntimeCommands orders them after the ones derived
 	// from the structured parts, in the order pasting them is correct.
 	Runtime []string `json:"runtime,omitempty"`
+	// Rlimits are the resource limits of running processes that a
+	// "prlimit --pid" command among Runtime changes, structured so that
+	// `dbhost fix --apply` can set them (prlimit(2)) and put them back.
+	Rlimits []Rlimit `json:"rlimits,omitempty"`
 	// Restart, if set, says that only a restart of the server makes the
 	// change take full effect. It is never among the Runtime commands.
 	Restart *Restart `json:"restart,omitempty"`
@@ -116,5 +120,5 @@ type File struct {
 func (f *Fix) Empty() bool {
 	return f == nil || (len(f.Sysctl) == 0 && len(f.Udev) == 0 && len(f.Limits) == 0 &&
 		len(f.Dropins) == 0 && len(f.Cmdline) == 0 && len(f.Sysfs) == 0 && len(f.TunedDisk) == 0 && len(f.Config) == 0 &&
-		len(f.Mount) == 0 && len(f.Runtime) == 0 && f.Manual == "" && f.Restart == nil)
+		len(f.Mount) == 0 && len(f.Runtime) == 0 && len(f.Rlimits) == 0 && f.Manual == "" && f.Restart == nil)
 }

@@ -63,6 +63,9 @@ type Options struct {
 	Settings map[string]string
 	// Nofile, when non-zero, starts the server under `prlimit --nofile=N`.
 	Nofile int
+	// Nproc, when set, starts the server under `prlimit --nproc=Nproc`
+	// (prlimit's SOFT:HARD; "100:" sets the soft limit only).
+	Nproc string
 	// DefaultsFile (MariaDB only) starts the server with
 	// --defaults-file=PATH instead of --no-defaults; the file must be
 	// readable by the mysql user. The command-line settings still apply
@@ -139,10 +142,17 @@ func run(t testing.TB, uid, gid int, name string, args ...string) {
 	}
 }
 
-// wrap prefixes prlimit when a file limit is asked for.
+// wrap prefixes prlimit when a file or process limit is asked for.
 func wrap(o Options, name string, args ...string) (string, []string) {
+	var lim []string
 	if o.Nofile > 0 {
-		return "prlimit", append([]string{fmt.Sprintf("--nofile=%d:%d", o.Nofile, o.Nofile), "--", name}, args...)
+		lim = append(lim, fmt.Sprintf("--nofile=%d:%d", o.Nofile, o.Nofile))
+	}
+	if o.Nproc != "" {
+		lim = append(lim, "--nproc="+o.Nproc)
+	}
+	if len(lim) > 0 {
+		return "prlimit", append(append(lim, "--", name), args...)
 	}
 	return name, args
 }
