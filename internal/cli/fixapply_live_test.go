@@ -28,10 +28,10 @@ import (
 
 // liveChecks are the checks the live tests make fail: sysctls (mem.dirty,
 // net.*), THP (/sys, tmpfiles.d), a block device's read-ahead and scheduler
-// (/sys, udev rules.d) and a running server's process limit (prlimit,
-// security/limits.d).
+// (/sys, udev rules.d), a running server's process limit (prlimit,
+// security/limits.d) and one of its settings (ALTER SYSTEM, reload).
 var liveChecks = []string{"mem.dirty", "net.fin_timeout", "net.keepalive", "mem.thp.enabled", "mem.thp.defrag",
-	"storage.read_ahead", "storage.scheduler", "limits.nproc"}
+	"storage.read_ahead", "storage.scheduler", "limits.nproc", "pg.hardening.md5"}
 
 // liveProcSkip are the /proc/sys entries that change by themselves
 // (counters, random values); everything else must be equal byte for byte.
@@ -74,6 +74,15 @@ func setupLive(t testing.TB) *liveHost {
 	// soft 30 for a PostgreSQL allowed 20 connections; the hard limit is
 	// inherited.
 	l.pg = testdb.Postgres(t, testdb.Options{Nproc: "30:"})
+	// password_encryption md5, as an ALTER SYSTEM entry (pg.hardening.md5).
+	pgDo(t, l.pg, "ALTER SYSTEM SET password_encryption = 'md5'")
+	pgDo(t, l.pg, "SELECT pg_reload_conf()")
+	for i := 0; pgDo(t, l.pg, "SHOW password_encryption") != "md5"; i++ {
+		if i == 100 {
+			t.Fatal("the private server did not reload")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	l.dev = dataDevice(t, l.pg.DataDir)
 	sched := ""
 	for _, s := range []string{"bfq", "kyber"} { // never right under a database
@@ -185,6 +194,14 @@ func (l *liveHost) listing() string {
 		}
 		out = append(out, p+" = "+strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", `\n`))
 	}
+	// The server's ALTER SYSTEM file, byte for byte, and the value it runs with.
+	auto := filepath.Join(l.pg.DataDir, "postgresql.auto.conf")
+	b, err := os.ReadFile(auto)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	out = append(out, auto+" = "+strings.ReplaceAll(string(b), "\n", `\n`),
+		"password_encryption = "+pgDo(l.t, l.pg, "SHOW password_encryption"))
 	sort.Strings(out)
 	return strings.Join(out, "\n") + "\n"
 }
@@ -432,7 +449,8 @@ func TestLiveFixApply(t *testing.T) {
 	for _, want := range []string{"file /etc/sysctl.d/60-dbhost.conf", "file /etc/udev/rules.d/60-dbhost.rules", "file /etc/security/limits.d/60-dbhost.conf",
 		"file /etc/tmpfiles.d/60-dbhost.conf", "value /proc/sys/vm/", "value /sys/kernel/mm/transparent_hugepage/enabled: always -> never",
 		"value " + l.queue("read_ahead_kb") + ": 4096 -> 128", "value " + l.queue("scheduler") + ": ",
-		fmt.Sprintf("value /proc/%d/limits:nproc: 30:", l.pg.PID)} {
+		fmt.Sprintf("value /proc/%d/limits:nproc: 30:", l.pg.PID),
+		fmt.Sprintf("setting postgres:%d password_encryption: md5 -> scram-sha-256 by ALTER SYSTEM + pg_reload_conf()", l.pg.Port)} {
 		if !strings.Contains(plan, want) {
 			t.Errorf("--plan lacks %q:\n%s", want, plan)
 		}
@@ -467,6 +485,9 @@ func TestLiveFixApply(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(l.queue("read_ahead_kb")); strings.TrimSpace(string(b)) != "128" {
 		t.Errorf("read_ahead_kb after --apply: %s", b)
+	}
+	if v := pgDo(t, l.pg, "SHOW password_encryption"); v != "scram-sha-256" {
+		t.Errorf("password_encryption after --apply: %s", v)
 	}
 	if _, hist, _ := l.run("fix", "--history"); !strings.Contains(hist, id+"  applied ") {
 		t.Errorf("--history lacks %s applied:\n%s", id, hist)

@@ -16,7 +16,7 @@ import (
 	"github.com/dbhost/dbhost/internal/testdb"
 )
 
-func pgDo(t *testing.T, s *testdb.Server, sql string) string {
+func pgDo(t testing.TB, s *testdb.Server, sql string) string {
 	t.Helper()
 	c, err := pgconn.Connect(context.Background(), fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", s.Socket, s.Port))
 	if err != nil {
