@@ -69,6 +69,9 @@ type ServerRef struct {
 	// Unit is the systemd unit the server runs under ("" none): the only
 	// way --allow-restart restarts it.
 	Unit string `json:"unit,omitempty"`
+	// PID is the main process when planned: where to look first (it is
+	// described again and must match; a restart changes it).
+	PID int `json:"pid,omitempty"`
 }
 
 func (r ServerRef) String() string { return r.Name }
@@ -131,17 +134,45 @@ func dialServer(ctx context.Context, ref ServerRef, opts engine.Options) (server
 		return nil, err
 	}
 	defer h.Close()
+	find := func(t *engine.Table) *engine.Instance {
+		insts, _ := engine.Discover(ctx, h, t, engine.Options{NoConnect: true, Timeout: opts.Timeout})
+		for _, in := range insts {
+			if string(in.Engine) == ref.Engine && in.DataDir == ref.DataDir && in.Port == ref.Port {
+				return in
+			}
+		}
+		return nil
+	}
+	// The planned process first: describing one process is much cheaper
+	// than the whole table.
+	if p, err := process(h, ref.PID); err == nil {
+		if in := find(engine.TableFrom(h, []engine.Process{p})); in != nil {
+			return connect(ctx, h, in, opts)
+		}
+	}
 	t, err := engine.ReadTable(h)
 	if err != nil {
 		return nil, err
 	}
-	insts, _ := engine.Discover(ctx, h, t, engine.Options{NoConnect: true, Timeout: opts.Timeout})
-	for _, in := range insts {
-		if string(in.Engine) == ref.Engine && in.DataDir == ref.DataDir && in.Port == ref.Port {
-			return connect(ctx, h, in, opts)
-		}
+	if in := find(t); in != nil {
+		return connect(ctx, h, in, opts)
 	}
 	return nil, fmt.Errorf("%s (data directory %s) is not running", ref.Name, ref.DataDir)
+}
+
+func process(h *host.Host, pid int) (engine.Process, error) {
+	if pid <= 0 {
+		return engine.Process{}, errors.New("no pid")
+	}
+	st, err := h.ProcStat(pid)
+	if err != nil {
+		return engine.Process{}, err
+	}
+	status, err := h.Status(pid)
+	if err != nil {
+		return engine.Process{}, err
+	}
+	return engine.Process{PID: pid, PPID: st.PPID, Comm: st.Comm, UID: int(status.UIDs[1]), GID: int(status.GIDs[1])}, nil
 }
 
 func connect(ctx context.Context, h *host.Host, in *engine.Instance, opts engine.Options) (server, error) {
@@ -230,7 +261,7 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 				skipped[id] = err.Error()
 				continue
 			}
-			ref := ServerRef{Engine: string(in.Engine), Name: in.Name(), DataDir: in.DataDir, Port: in.Port}
+			ref := ServerRef{Engine: string(in.Engine), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID}
 			if in.Unit != nil && in.Unit.How == "cgroup" {
 				ref.Unit = in.Unit.Name
 			}

@@ -643,7 +643,7 @@ func BenchmarkLiveFixApply(b *testing.B) {
 	l := setupLive(b)
 	before := l.listing()
 	var apply, rollback, core []time.Duration
-	files, values := 0, 0
+	files, values, settings := 0, 0, 0
 	for b.Loop() {
 		start := time.Now()
 		code, out, errs := l.run("fix", "--apply", "--only", l.only)
@@ -656,11 +656,12 @@ func BenchmarkLiveFixApply(b *testing.B) {
 			Created, Finished time.Time
 			Files             []json.RawMessage
 			Values            []json.RawMessage
+			Settings          []json.RawMessage
 		}
 		meta, _ := os.ReadFile(filepath.Join(liveState, id, "meta.json"))
 		json.Unmarshal(meta, &m)
 		core = append(core, m.Finished.Sub(m.Created))
-		files, values = len(m.Files), len(m.Values)
+		files, values, settings = len(m.Files), len(m.Values), len(m.Settings)
 		start = time.Now()
 		if code, out, errs := l.run("fix", "--rollback", id); code != ExitOK {
 			b.Fatalf("--rollback: exit %d\n%s\n%s", code, out, errs)
@@ -678,5 +679,6 @@ func BenchmarkLiveFixApply(b *testing.B) {
 	b.ReportMetric(ms(rollback), "rollback-ms")
 	b.ReportMetric(float64(files), "files")
 	b.ReportMetric(float64(values), "values")
+	b.ReportMetric(float64(settings), "settings")
 	b.ReportMetric(0, "ns/op")
 }
