@@ -3,6 +3,8 @@ package apply
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"time"
@@ -13,7 +15,11 @@ import (
 
 // restartLimit bounds a server's restart: a large shared_buffers or buffer
 // pool takes a checkpoint and a flush to stop.
-const restartLimit = 5 * time.Minute
+var restartLimit = 5 * time.Minute
+
+// systemctlPaths are where systemctl is run from (by absolute path, only
+// when root alone can change it).
+var systemctlPaths = []string{"/usr/bin/systemctl", "/bin/systemctl"}
 
 // restarts says, per server whose changed settings wait for a restart,
 // what happened: listed only, or (allowed) restarted through the systemd
@@ -58,18 +64,46 @@ func restarts(settings []SettingPlan, allowed bool) []string {
 	return out
 }
 
+// systemctl returns the first trusted systemctl of systemctlPaths.
+func systemctl() (string, error) {
+	h, err := host.Open("/")
+	if err != nil {
+		return "", err
+	}
+	defer h.Close()
+	err = fmt.Errorf("no systemctl in %s", strings.Join(systemctlPaths, ", "))
+	for _, p := range systemctlPaths {
+		if _, e := os.Lstat(p); e != nil {
+			continue
+		}
+		if err = h.CheckTrusted(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", err
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
 // restart runs systemctl restart UNIT (a root-owned binary, no shell) and
 // waits until the server answers with the saved values in effect.
 func restart(r ServerRef, keys []SettingPlan) error {
-	h, err := host.Open("/")
+	bin, err := systemctl()
 	if err != nil {
-		return err
+		return fmt.Errorf("not restarted: %v", err)
 	}
-	defer h.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), restartLimit)
 	defer cancel()
-	if _, err := h.RunLong(ctx, restartLimit, "systemctl", "restart", r.Unit); err != nil {
-		return fmt.Errorf("restart failed: %v (dbhost fix --rollback puts the settings back; then start the server)", err)
+	cmd := exec.CommandContext(ctx, bin, "restart", r.Unit)
+	cmd.Env, cmd.Dir = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}, "/"
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("restart failed: %v %s (dbhost fix --rollback puts the settings back; then start the server)", err, firstLine(string(out)))
 	}
 	co := connection()
 	for {

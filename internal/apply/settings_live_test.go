@@ -479,3 +479,72 @@ func pgQuery(t *testing.T, s *testdb.Server, sql string) string {
 	}
 	return string(res[0].Rows[0][0])
 }
+
+// TestLivePGAllowRestart: with AllowRestart, a server with a pending
+// restart setting is restarted through its unit's systemctl (here a
+// stand-in, root's, that restarts the private server with pg_ctl, as the
+// unit would), and apply waits until it runs with the new value; a
+// systemctl others can change is not run.
+func TestLivePGAllowRestart(t *testing.T) {
+	testdb.Need(t, "root", os.Geteuid() == 0)
+	bin, err := testdb.PostgresBin()
+	testdb.Need(t, "PostgreSQL binaries", err == nil)
+	s := testdb.Postgres(t, testdb.Options{})
+	// pg_ctl restart starts a postmaster testdb does not own: stop it first.
+	t.Cleanup(func() {
+		exec.Command("runuser", "-u", "postgres", "--", filepath.Join(bin, "pg_ctl"), "stop", "-D", s.DataDir, "-m", "immediate", "-s").Run()
+	})
+	dir := testdb.RootOnlyDir(t, "systemctl")
+	calls := filepath.Join(dir, "calls")
+	stand := filepath.Join(dir, "systemctl")
+	script := "#!/bin/sh\necho \"$*\" >> " + calls + "\n" +
+		"exec runuser -u postgres -- " + filepath.Join(bin, "pg_ctl") + " restart -D " + s.DataDir + " -m fast -w -s -l " + filepath.Join(s.Dir, "restart.log") + "\n"
+	if err := os.WriteFile(stand, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := systemctlPaths
+	t.Cleanup(func() { systemctlPaths = old })
+	systemctlPaths = []string{stand}
+
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	f := facts.Gather(context.Background(), h, facts.Options{})
+	var in *facts.Instance
+	for _, x := range f.Instances {
+		if x.Engine == engine.Postgres && x.Port == s.Port {
+			in = x
+		}
+	}
+	if in == nil {
+		t.Fatal("the private server was not discovered")
+	}
+	ref := ServerRef{Engine: string(engine.Postgres), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID,
+		Unit: "dbhost-test-pg.service"}
+	sp := SettingPlan{Server: ref, Key: "max_prepared_transactions", Old: "0", New: "7", Restart: true}
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applySettings(j, []SettingPlan{sp}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	got := restarts([]SettingPlan{sp}, true)
+	if len(got) != 1 || !strings.HasSuffix(got[0], "restarted through dbhost-test-pg.service; it runs with the new values") {
+		t.Fatalf("restarts: %q", got)
+	}
+	if b, _ := os.ReadFile(calls); string(b) != "restart dbhost-test-pg.service\n" {
+		t.Fatalf("systemctl calls: %q", b)
+	}
+	if v := pgShow(t, s, "max_prepared_transactions"); v != "7" {
+		t.Fatalf("max_prepared_transactions is %s after the restart", v)
+	}
+
+	os.Chmod(stand, 0o757)
+	got = restarts([]SettingPlan{sp}, true)
+	if len(got) != 1 || !strings.Contains(got[0], "not restarted") || !strings.Contains(got[0], "writable by group or others") {
+		t.Fatalf("restarts with an untrusted systemctl: %q", got)
+	}
+}

@@ -371,12 +371,6 @@ func (h *Host) Run(ctx context.Context, name string, args ...string) ([]byte, er
 	return h.run(ctx, 0, 0, name, args...)
 }
 
-// RunLong is Run for a command that may take up to limit (a service
-// restart) instead of the bound probes get.
-func (h *Host) RunLong(ctx context.Context, limit time.Duration, name string, args ...string) ([]byte, error) {
-	return h.runFor(ctx, limit, 0, 0, name, args...)
-}
-
 // Probe runs fn on the live system and records its result under key; on a
 // snapshot it returns the recorded result. Use it for observations that are
 // not files: system calls, database queries. The key must be stable for the

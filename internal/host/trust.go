@@ -11,7 +11,6 @@ import (
 	"path"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // ErrUntrusted is returned for a program root must not run: someone other
@@ -171,10 +170,6 @@ func (h *Host) RunAs(ctx context.Context, uid, gid int, name string, args ...str
 }
 
 func (h *Host) run(ctx context.Context, uid, gid int, name string, args ...string) ([]byte, error) {
-	return h.runFor(ctx, h.cmdTimeout, uid, gid, name, args...)
-}
-
-func (h *Host) runFor(ctx context.Context, limit time.Duration, uid, gid int, name string, args ...string) ([]byte, error) {
 	key := "cmd:" + strings.Join(append([]string{name}, args...), "\x00")
 	return h.probe(key, func() ([]byte, error) {
 		if !h.System() {
@@ -184,7 +179,7 @@ func (h *Host) runFor(ctx context.Context, limit time.Duration, uid, gid int, na
 		if err != nil {
 			return nil, err
 		}
-		ctx, cancel := context.WithTimeout(ctx, limit)
+		ctx, cancel := context.WithTimeout(ctx, h.cmdTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, prog, args...)
 		cmd.Args[0] = name
