@@ -447,16 +447,6 @@ func verifySettings(settings []SettingPlan) error {
 	return nil
 }
 
-// configPath is the snippet fix --out renders for one instance's settings
-// (the file ALTER SYSTEM replaces in an apply).
-func configPath(fc fix.Context, inst string, cs []fix.ConfigChange) string {
-	files := fix.Render(fc, []fix.Item{{ID: "x", Subject: inst, Fix: &fix.Fix{Config: cs}}})
-	if len(files) == 1 {
-		return path.Clean(files[0].Path)
-	}
-	return ""
-}
-
 // trustedDir refuses a directory others than root could change (it, or a
 // directory or link on its path): root writes option files there.
 func trustedDir(d string) error {
