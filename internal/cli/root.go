@@ -51,7 +51,6 @@ func (a *app) root() *cobra.Command {
 		DisableFlagsInUseLine: true,
 		SilenceErrors:         true,
 		SilenceUsage:          true,
-		DisableAutoGenTag:     true, // the man pages carry no generator's date
 		CompletionOptions:     cobra.CompletionOptions{DisableDefaultCmd: true},
 		Args:                  cobra.ArbitraryArgs,
 	}
@@ -76,7 +75,7 @@ func (a *app) root() *cobra.Command {
 	root.AddCommand(
 		a.auditCmd(), a.collectCmd(), a.checksCmd(), a.fixCmd(), a.memCmd(), a.contentionCmd(),
 		a.experimentCmd(), a.resultsCmd(), a.serveCmd(), a.diffCmd(), a.fleetCmd(),
-		a.versionCmd(),
+		a.completionCmd(root), a.manCmd(root), a.versionCmd(),
 	)
 	root.InitDefaultHelpCmd() // now, so that compatArgs finds 'help'
 	return root
