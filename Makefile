@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 STATICCHECK_VERSION ?= v0.7.0
 
-.PHONY: build test test-unit deps vet fmt-check lint bench fuzz fixtures docs package clean
+.PHONY: build test test-unit deps vet fmt-check lint bench fuzz fixtures docs man package clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dbhost ./cmd/dbhost
@@ -48,13 +48,19 @@ fixtures:
 	$(GO) run ./tools/record all
 	$(GO) run ./tools/derive-storage
 
-# The Debian package: dist/dbhost_VERSION_ARCH.deb (binary, systemd units,
-# Prometheus rules, Grafana dashboard; deploy/README.md).
+# The Debian package: dist/dbhost_VERSION_ARCH.deb (binary, man pages, shell
+# completions, systemd units, Prometheus rules, Grafana dashboard;
+# deploy/README.md).
 package:
 	VERSION=$(VERSION) GO=$(GO) scripts/package-deb dist
 
 docs: build
 	./dbhost checks --format markdown > docs/checks.md
+
+# The man pages, from the command tree: dist/man/dbhost.1, dbhost-audit.1, ...
+# (man -l dist/man/dbhost-audit.1). The package builds its own.
+man: build
+	./dbhost man dist/man
 
 clean:
 	rm -f dbhost

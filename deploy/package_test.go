@@ -177,6 +177,13 @@ func TestPackage(t *testing.T) {
 		"usr/share/doc/dbhost/copyright":               "",
 		"usr/share/doc/dbhost/README.md.gz":            "README.md",
 		"usr/share/doc/dbhost/README.deploy.md.gz":     "deploy/README.md",
+		// Written by dbhost from its command tree: checked below.
+		"usr/share/man/man1/dbhost.1.gz":                  "",
+		"usr/share/man/man1/dbhost-audit.1.gz":            "",
+		"usr/share/man/man1/dbhost-results-show.1.gz":     "",
+		"usr/share/bash-completion/completions/dbhost":    "",
+		"usr/share/zsh/vendor-completions/_dbhost":        "",
+		"usr/share/fish/vendor_completions.d/dbhost.fish": "",
 	}
 	list, errOut, err := run(root, dpkgDeb, "-c", deb)
 	if err != nil {
@@ -200,7 +207,8 @@ func TestPackage(t *testing.T) {
 		case name == "usr/bin/dbhost":
 			wantMode = "-rwxr-xr-x"
 		default:
-			if _, ok := files[name]; !ok {
+			_, ok := files[name]
+			if !ok && !manPage(name) {
 				t.Errorf("unexpected file %s in the package", name)
 			}
 			seen[name] = true
@@ -306,6 +314,34 @@ func TestPackage(t *testing.T) {
 			t.Errorf("%s differs from %s (%v)", name, src, err)
 		}
 	}
+	// The man pages and completions are what the installed dbhost writes.
+	manDir := t.TempDir()
+	if _, errOut, err := run(root, bin, "man", manDir); err != nil {
+		t.Fatalf("dbhost man: %v %s", err, errOut)
+	}
+	pages, _ := filepath.Glob(filepath.Join(manDir, "*.1"))
+	installed, _ := filepath.Glob(filepath.Join(inst, "usr/share/man/man1/*.1.gz"))
+	if len(pages) < 20 || len(installed) != len(pages) {
+		t.Errorf("%d man pages installed, dbhost writes %d", len(installed), len(pages))
+	}
+	for _, p := range pages {
+		b, err := os.ReadFile(filepath.Join(inst, "usr/share/man/man1", filepath.Base(p)+".gz"))
+		if err == nil {
+			b, err = gunzip(b)
+		}
+		wantB, _ := os.ReadFile(p)
+		// The date is SOURCE_DATE_EPOCH's (the commit's) in the package.
+		if err != nil || !bytes.Equal(dropLine(b, 0), dropLine(wantB, 0)) || !bytes.HasPrefix(b, []byte(".TH ")) {
+			t.Errorf("%s differs from what dbhost man writes (%v)", filepath.Base(p), err)
+		}
+	}
+	for shell, file := range map[string]string{"bash": "usr/share/bash-completion/completions/dbhost",
+		"zsh": "usr/share/zsh/vendor-completions/_dbhost", "fish": "usr/share/fish/vendor_completions.d/dbhost.fish"} {
+		out, errOut, err := run(root, bin, "completion", shell)
+		if b, rerr := os.ReadFile(filepath.Join(inst, file)); err != nil || rerr != nil || string(b) != out || out == "" {
+			t.Errorf("%s differs from 'dbhost completion %s': %v %v %s", file, shell, err, rerr, errOut)
+		}
+	}
 	if b, err := os.ReadFile(filepath.Join(inst, "usr/share/doc/dbhost/copyright")); err != nil ||
 		!bytes.Contains(b, []byte("== github.com/jackc/pgx/v5 ")) || !bytes.Contains(b, []byte("== Go standard library")) {
 		t.Errorf("copyright does not give the licences of what the binary links (%v)", err)
@@ -367,4 +403,18 @@ func gunzip(b []byte) ([]byte, error) {
 		return nil, err
 	}
 	return io.ReadAll(r)
+}
+
+// manPage reports a man page of a dbhost command in the package.
+func manPage(name string) bool {
+	return strings.HasPrefix(name, "usr/share/man/man1/dbhost") && strings.HasSuffix(name, ".1.gz")
+}
+
+// dropLine is b without its line i.
+func dropLine(b []byte, i int) []byte {
+	lines := bytes.Split(b, []byte("\n"))
+	if i < len(lines) {
+		lines = append(lines[:i], lines[i+1:]...)
+	}
+	return bytes.Join(lines, []byte("\n"))
 }

@@ -3,12 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/dbhost/dbhost/internal/fixture"
 	"github.com/dbhost/dbhost/internal/results"
@@ -132,7 +133,7 @@ func TestAuditLinkSnapshotNeedsExplicitStore(t *testing.T) {
 		{"snap.tar.gz", nil, ""},
 		{"snap.tar.gz", []string{"--results-db", "/named.db"}, "/named.db"},
 	} {
-		fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+		fs := pflag.NewFlagSet("audit", pflag.ContinueOnError)
 		db := fs.String("results-db", "/default.db", "")
 		if err := fs.Parse(c.args); err != nil {
 			t.Fatal(err)

@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dbhost/dbhost/internal/contention"
 	"github.com/dbhost/dbhost/internal/engine"
@@ -35,8 +37,9 @@ var probeFormats = new(report.Formats[*contention.ProbeResult]).
 		return contention.WriteJSON(termsafe.Raw(w), r, true)
 	})
 
-func runContention(ctx context.Context, env Env, args []string) int {
-	fs := newFlagSet(env, "contention", "[flags]")
+func (a *app) contentionCmd() *cobra.Command {
+	c := newCmd("contention", "judge context switches per core and per query against this host's capacity")
+	fs := c.Flags()
 	var src sourceFlags
 	src.register(fs, true)
 	interval := fs.Duration("interval", contention.DefaultInterval, "how long to measure")
@@ -48,115 +51,116 @@ func runContention(ctx context.Context, env Env, args []string) int {
 	var pids, engines listFlag
 	fs.Var(&pids, "pid", "only the instances holding these PIDs (comma-separated, repeatable)")
 	fs.Var(&engines, "engine", "only these engines: postgres, mysql (also mariadb), redis, mongodb")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	fail := func(err error) int {
-		fmt.Fprintln(env.Stderr, "dbhost contention:", err)
-		return ExitError
-	}
-	if err := contentionFormats.Check(*format); err != nil {
-		return fail(err)
-	}
-	if *interval < 100*time.Millisecond {
-		return fail(fmt.Errorf("--interval %s is too short (at least 100ms)", *interval))
-	}
-	if src.from != "" {
-		// A snapshot holds one sample taken at collection: nothing to
-		// wait for, watch or probe.
-		var live []string
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "interval" || f.Name == "watch" || f.Name == "probe" || f.Name == "probe-time" {
-				live = append(live, "--"+f.Name)
+	c.Run = a.do(func(ctx context.Context, _ []string) int {
+		env := a.env
+		fail := func(err error) int {
+			fmt.Fprintln(env.Stderr, "dbhost contention:", err)
+			return ExitError
+		}
+		if err := contentionFormats.Check(*format); err != nil {
+			return fail(err)
+		}
+		if *interval < 100*time.Millisecond {
+			return fail(fmt.Errorf("--interval %s is too short (at least 100ms)", *interval))
+		}
+		if src.from != "" {
+			// A snapshot holds one sample taken at collection: nothing to
+			// wait for, watch or probe.
+			var live []string
+			fs.Visit(func(f *pflag.Flag) {
+				if f.Name == "interval" || f.Name == "watch" || f.Name == "probe" || f.Name == "probe-time" {
+					live = append(live, "--"+f.Name)
+				}
+			})
+			if len(live) > 0 {
+				return fail(fmt.Errorf("%s measures the live host; --from reads one sample recorded by 'dbhost collect'", strings.Join(live, ", ")))
 			}
-		})
-		if len(live) > 0 {
-			return fail(fmt.Errorf("%s measures the live host; --from reads one sample recorded by 'dbhost collect'", strings.Join(live, ", ")))
 		}
-	}
-	opts := contention.Options{Engine: engine.Options{PGDSN: src.pgDSN, MySQLDSN: src.mysqlDSN, NoConnect: src.noConnect}}
-	for _, p := range pids {
-		n, err := strconv.Atoi(p)
-		if err != nil || n <= 0 {
-			return fail(fmt.Errorf("--pid %q is not a process ID", p))
+		opts := contention.Options{Engine: engine.Options{PGDSN: src.pgDSN, MySQLDSN: src.mysqlDSN, NoConnect: src.noConnect}}
+		for _, p := range pids {
+			n, err := strconv.Atoi(p)
+			if err != nil || n <= 0 {
+				return fail(fmt.Errorf("--pid %q is not a process ID", p))
+			}
+			opts.PIDs = append(opts.PIDs, n)
 		}
-		opts.PIDs = append(opts.PIDs, n)
-	}
-	for _, e := range engines {
-		en, err := engine.Parse(e)
+		for _, e := range engines {
+			en, err := engine.Parse(e)
+			if err != nil {
+				return fail(err)
+			}
+			opts.Engines = append(opts.Engines, en)
+		}
+		h, err := src.open()
 		if err != nil {
 			return fail(err)
 		}
-		opts.Engines = append(opts.Engines, en)
-	}
-	h, err := src.open()
-	if err != nil {
-		return fail(err)
-	}
-	defer h.Close()
+		defer h.Close()
 
-	if *probe {
-		r, err := contention.Probe(ctx, h, *probeTime)
+		if *probe {
+			r, err := contention.Probe(ctx, h, *probeTime)
+			if err != nil {
+				return fail(err)
+			}
+			if err := probeFormats.Render(env.Stdout, *format, r); err != nil {
+				return fail(err)
+			}
+			if err := contention.SaveProbe(*state, r); err != nil {
+				return fail(fmt.Errorf("the probe ran but could not be stored (use --state FILE): %w", err))
+			}
+			if *format == "text" {
+				fmt.Fprintf(env.Stdout, "  stored in %s\n", *state)
+			}
+			return ExitOK
+		}
+
+		capacity := contention.LoadCapacity(h, *state)
+		s, err := contention.NewSampler(ctx, h, opts)
 		if err != nil {
 			return fail(err)
 		}
-		if err := probeFormats.Render(env.Stdout, *format, r); err != nil {
-			return fail(err)
+		defer s.Close()
+		render := func(w io.Writer, r *contention.Report) error {
+			return contentionFormats.Render(w, *format, contentionOutput{r, *watch})
 		}
-		if err := contention.SaveProbe(*state, r); err != nil {
-			return fail(fmt.Errorf("the probe ran but could not be stored (use --state FILE): %w", err))
+		if !*watch {
+			r, err := contention.Measure(ctx, s, *interval, capacity)
+			if err != nil {
+				return fail(err)
+			}
+			if err := render(env.Stdout, r); err != nil {
+				return fail(err)
+			}
+			return reportStatus(r)
 		}
-		if *format == "text" {
-			fmt.Fprintf(env.Stdout, "  stored in %s\n", *state)
-		}
-		return ExitOK
-	}
 
-	capacity := contention.LoadCapacity(h, *state)
-	s, err := contention.NewSampler(ctx, h, opts)
-	if err != nil {
-		return fail(err)
-	}
-	defer s.Close()
-	render := func(w io.Writer, r *contention.Report) error {
-		return contentionFormats.Render(w, *format, contentionOutput{r, *watch})
-	}
-	if !*watch {
-		r, err := contention.Measure(ctx, s, *interval, capacity)
-		if err != nil {
-			return fail(err)
-		}
-		if err := render(env.Stdout, r); err != nil {
-			return fail(err)
-		}
-		return reportStatus(r)
-	}
-
-	// --watch: consecutive intervals, each sample ending one and starting
-	// the next, until interrupted.
-	redraw := *format == "text" && isTerminal(env.Stdout)
-	a := s.Sample(ctx)
-	if redraw {
-		termsafe.Control(env.Stdout, termsafe.ClearScreen)
-		fmt.Fprintf(env.Stdout, "dbhost contention: measuring %s ...\n", *interval)
-	}
-	for {
-		if err := waitInterval(ctx, *interval); err != nil {
-			return ExitOK // interrupted: a normal end of watching
-		}
-		b := s.Sample(ctx)
-		r := contention.Compare(a, b, capacity)
+		// --watch: consecutive intervals, each sample ending one and starting
+		// the next, until interrupted.
+		redraw := *format == "text" && isTerminal(env.Stdout)
+		a := s.Sample(ctx)
 		if redraw {
 			termsafe.Control(env.Stdout, termsafe.ClearScreen)
+			fmt.Fprintf(env.Stdout, "dbhost contention: measuring %s ...\n", *interval)
 		}
-		if err := render(env.Stdout, r); err != nil {
-			return fail(err)
+		for {
+			if err := waitInterval(ctx, *interval); err != nil {
+				return ExitOK // interrupted: a normal end of watching
+			}
+			b := s.Sample(ctx)
+			r := contention.Compare(a, b, capacity)
+			if redraw {
+				termsafe.Control(env.Stdout, termsafe.ClearScreen)
+			}
+			if err := render(env.Stdout, r); err != nil {
+				return fail(err)
+			}
+			if !redraw && *format == "text" {
+				fmt.Fprintln(env.Stdout)
+			}
+			a = b
 		}
-		if !redraw && *format == "text" {
-			fmt.Fprintln(env.Stdout)
-		}
-		a = b
-	}
+	})
+	return c
 }
 
 // waitInterval sleeps unless ctx ends first.

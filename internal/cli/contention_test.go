@@ -169,7 +169,7 @@ func TestContentionWatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
 	var out, errb bytes.Buffer
-	code := runContention(ctx, Env{Stdout: &out, Stderr: &errb}, []string{"--watch", "--interval", "700ms", "--format", "json", "--engine", "redis", "--state", filepath.Join(t.TempDir(), "p.json")})
+	code := run(ctx, Env{Stdout: &out, Stderr: &errb}, []string{"contention", "--watch", "--interval", "700ms", "--format", "json", "--engine", "redis", "--state", filepath.Join(t.TempDir(), "p.json")})
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}

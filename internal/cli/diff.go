@@ -2,12 +2,12 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"runtime/debug"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/dbhost/dbhost/internal/fleet"
 	"github.com/dbhost/dbhost/internal/host"
@@ -28,49 +28,51 @@ var diffFormats = new(report.Formats[diffOutput]).
 	Add("text", func(w io.Writer, d diffOutput) error { return fleet.WriteDiffText(w, d.result, d.verbose) }).
 	Add("json", func(w io.Writer, d diffOutput) error { return writeJSON(w, d.result) })
 
-func runDiff(ctx context.Context, env Env, args []string) int {
-	fs := newFlagSet(env, "diff", "A [B] [flags]\n\nA and B are snapshot files ('dbhost collect'), or 'live' (also '-') for this host.\nWith one operand, A is compared with this host. Exit status: 0 same, 1 differences, 2 error")
+func (a *app) diffCmd() *cobra.Command {
+	c := newCmd("diff A [B]", "what differs between two hosts or two times")
+	c.Long = `What differs between two hosts or two times.
+
+A and B are snapshot files ('dbhost collect'), or 'live' (also '-') for this host.
+With one operand, A is compared with this host. Exit status: 0 same, 1 differences, 2 error.`
+	c.Args = argCount(1, 2, "one or two operands: A [B]")
+	fs := c.Flags()
 	var src sourceFlags
 	src.register(fs, false) // for the live side
 	format := fs.String("format", "text", "output format: "+strings.Join(diffFormats.Names(), ", "))
-	verbose := fs.Bool("v", false, "also list the settings observed on one side only (text)")
-	pos, code, ok := parseOperands(fs, args)
-	if !ok {
-		return code
-	}
-	if len(pos) < 1 || len(pos) > 2 {
-		fmt.Fprintln(env.Stderr, "dbhost diff: want one or two operands: A [B] (see dbhost diff -h)")
-		return ExitError
-	}
-	if err := diffFormats.Check(*format); err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost diff:", err) // before gathering, which takes seconds
-		return ExitError
-	}
-	if len(pos) == 1 {
-		pos = append(pos, "live")
-	}
-	if liveOperand(pos[0]) && liveOperand(pos[1]) {
-		fmt.Fprintln(env.Stderr, "dbhost diff: both operands are this host; give a snapshot file for at least one")
-		return ExitError
-	}
-	var sides [2]fleet.Snapshot
-	for i, p := range pos {
-		s, err := loadSide(ctx, p, &src)
-		if err != nil {
+	verbose := fs.BoolP("verbose", "v", false, "also list the settings observed on one side only (text)")
+	c.Run = a.do(func(ctx context.Context, pos []string) int {
+		env := a.env
+		if err := diffFormats.Check(*format); err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost diff:", err) // before gathering, which takes seconds
+			return ExitError
+		}
+		if len(pos) == 1 {
+			pos = append(pos, "live")
+		}
+		if liveOperand(pos[0]) && liveOperand(pos[1]) {
+			fmt.Fprintln(env.Stderr, "dbhost diff: both operands are this host; give a snapshot file for at least one")
+			return ExitError
+		}
+		var sides [2]fleet.Snapshot
+		for i, p := range pos {
+			s, err := loadSide(ctx, p, &src)
+			if err != nil {
+				fmt.Fprintln(env.Stderr, "dbhost diff:", err)
+				return ExitError
+			}
+			sides[i] = s
+		}
+		r := fleet.Diff(sides[0], sides[1])
+		if err := diffFormats.Render(env.Stdout, *format, diffOutput{&r, *verbose}); err != nil {
 			fmt.Fprintln(env.Stderr, "dbhost diff:", err)
 			return ExitError
 		}
-		sides[i] = s
-	}
-	r := fleet.Diff(sides[0], sides[1])
-	if err := diffFormats.Render(env.Stdout, *format, diffOutput{&r, *verbose}); err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost diff:", err)
-		return ExitError
-	}
-	if r.Empty() {
-		return ExitOK
-	}
-	return ExitFindings
+		if r.Empty() {
+			return ExitOK
+		}
+		return ExitFindings
+	})
+	return c
 }
 
 // loadSide judges one operand of 'dbhost diff': a snapshot file, or this
@@ -87,28 +89,4 @@ func loadSide(ctx context.Context, operand string, src *sourceFlags) (fleet.Snap
 	}
 	defer h.Close()
 	return fleet.LoadHost(ctx, "live", h, src.options()), nil
-}
-
-// parseOperands parses flags that may come before, between or after the
-// operands, and returns the operands. "--" ends the flags: what follows
-// is operands only.
-func parseOperands(fs *flag.FlagSet, args []string) ([]string, int, bool) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, ExitOK, false
-			}
-			return nil, ExitError, false
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, 0, true
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), 0, true
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
 }

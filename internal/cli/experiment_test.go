@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
+	"github.com/spf13/pflag"
 
 	"github.com/dbhost/dbhost/internal/experiment"
 	"github.com/dbhost/dbhost/internal/journal"
@@ -419,13 +420,13 @@ func TestExperimentPlanFileAndFlags(t *testing.T) {
 	dir := t.TempDir()
 	plan := filepath.Join(dir, "plan.yaml")
 	os.WriteFile(plan, []byte("arms:\n  - base: vm.swappiness=60\n  - low: vm.swappiness=1\nworkload:\n  clients: 8\n  duration: 1m\nprotocol:\n  trials: 16\n"), 0o644)
-	var f experimentFlags
-	fs := newFlagSet(Env{Stdout: os.Stdout, Stderr: os.Stderr}, "experiment", "")
+	f := newExpArgs()
+	fs := pflag.NewFlagSet("experiment", pflag.ContinueOnError)
 	f.register(fs)
 	if err := fs.Parse([]string{"-f", plan, "--clients", "1,2", "--time", "30m", "--equivalence", "5%"}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := f.plan(fs, nil)
+	p, err := f.buildPlan(fs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dbhost/dbhost/internal/apply"
 	"github.com/dbhost/dbhost/internal/check"
@@ -29,7 +30,7 @@ type applyFlags struct {
 	rollbackID                              string
 }
 
-func (a *applyFlags) register(fs *flag.FlagSet) {
+func (a *applyFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&a.plan, "plan", false, "show what --apply would change: a diff per file, old and new value per kernel setting (read-only)")
 	fs.StringVar(&a.planOut, "plan-out", "", "with --plan: also save the plan as JSON (each file's current hash) for --apply --plan-file")
 	fs.BoolVar(&a.apply, "apply", false, "write the safe persistent files and set the kernel values, journaled (root)")
@@ -50,27 +51,13 @@ func (a *applyFlags) modes() int {
 	return n
 }
 
-// parseFix is parse for `dbhost fix`, which takes one argument: the
-// change set --rollback puts back.
-func parseFix(fs *flag.FlagSet, args []string, a *applyFlags) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK, false
-		}
-		return ExitError, false
+// args checks the operands of `dbhost fix`: the one change set --rollback
+// puts back, or none.
+func (a *applyFlags) args(_ *cobra.Command, args []string) error {
+	if a.rollback && len(args) > 0 {
+		a.rollbackID, args = args[0], args[1:]
 	}
-	if a.rollback && fs.NArg() > 0 {
-		// Flags may follow the ID.
-		a.rollbackID = fs.Arg(0)
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return ExitError, false
-		}
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "dbhost %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return ExitError, false
-	}
-	return 0, true
+	return noArgs(nil, args)
 }
 
 // runFixApply runs --plan, --apply, --rollback, --history or --recover.

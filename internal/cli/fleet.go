@@ -9,23 +9,17 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/dbhost/dbhost/internal/fleet"
 	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
-func runFleet(ctx context.Context, env Env, args []string) int {
-	return dispatch(ctx, env, "fleet", args, fleetUsage, map[string]func(context.Context, Env, []string) int{"report": fleetReport})
-}
-
-func fleetUsage(w io.Writer) {
-	fmt.Fprintln(w, `Usage: dbhost fleet SUBCOMMAND [flags]
-
-  report SNAPSHOT... -o fleet.html   one page over many snapshots: checks by host,
-                                     settings off the majority, each host's failures
-
-A SNAPSHOT is a file written by 'dbhost collect', or a directory: its *.tar.gz files.
-Flags: -o FILE ('-' for standard output), --format html (default) or json, -j N.`)
+func (a *app) fleetCmd() *cobra.Command {
+	return a.groupCmd("fleet SUBCOMMAND", "reports over many snapshots: fleet report",
+		`Reports over many snapshots. A SNAPSHOT is a file written by 'dbhost collect', or a
+directory: its *.tar.gz files.`, a.fleetReportCmd())
 }
 
 // fleetFormats are the formats of 'fleet report'; both escape what they
@@ -34,76 +28,82 @@ var fleetFormats = new(report.Formats[*fleet.Report]).
 	Add("html", func(w io.Writer, r *fleet.Report) error { return fleet.WriteHTML(termsafe.Raw(w), r) }).
 	Add("json", func(w io.Writer, r *fleet.Report) error { return writeJSON(w, r) })
 
-func fleetReport(ctx context.Context, env Env, args []string) int {
-	fs := newFlagSet(env, "fleet report", "SNAPSHOT... -o FILE [flags]\n\nExit status: 0 every snapshot read, 1 the report lists snapshots that could not be read,\n2 no report (bad arguments, nothing readable, or the file could not be written)")
-	out := fs.String("o", "", "write the report to this file ('-' for standard output)")
+func (a *app) fleetReportCmd() *cobra.Command {
+	c := newCmd("report SNAPSHOT... -o FILE", "one page over many snapshots: checks by host, settings off the majority, each host's failures")
+	c.Long = `One page over many snapshots: checks by host, settings off the majority, each host's failures.
+
+Exit status: 0 every snapshot read, 1 the report lists snapshots that could not be read,
+2 no report (bad arguments, nothing readable, or the file could not be written).`
+	c.Args = cobra.ArbitraryArgs
+	fs := c.Flags()
+	out := fs.StringP("output", "o", "", "write the report to this file ('-' for standard output)")
 	format := fs.String("format", "html", "output format: "+strings.Join(fleetFormats.Names(), ", "))
-	workers := fs.Int("j", 0, "snapshots judged at once (default: the CPUs Go uses, GOMAXPROCS)")
-	pos, code, ok := parseOperands(fs, args)
-	if !ok {
-		return code
-	}
-	if err := fleetFormats.Check(*format); err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost fleet report:", err)
-		return ExitError
-	}
-	if *out == "" {
-		fmt.Fprintln(env.Stderr, "dbhost fleet report: -o FILE is required ('-' for standard output)")
-		return ExitError
-	}
-	if *workers < 0 {
-		fmt.Fprintln(env.Stderr, "dbhost fleet report: -j must be 0 (one per CPU) or more")
-		return ExitError
-	}
-	files, err := snapshotFiles(pos)
-	if err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost fleet report:", err)
-		return ExitError
-	}
-	if len(files) == 0 {
-		fmt.Fprintln(env.Stderr, "dbhost fleet report: no snapshot given")
-		return ExitError
-	}
-	var progress func(done, total int)
-	if isTerminal(env.Stderr) {
-		progress = func(done, total int) {
-			termsafe.Control(env.Stderr, termsafe.EraseLine)
-			fmt.Fprintf(env.Stderr, "dbhost fleet report: %d/%d snapshots judged", done, total)
+	workers := fs.IntP("jobs", "j", 0, "snapshots judged at once (default: the CPUs Go uses, GOMAXPROCS)")
+	c.Run = a.do(func(ctx context.Context, pos []string) int {
+		env := a.env
+		if err := fleetFormats.Check(*format); err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost fleet report:", err)
+			return ExitError
 		}
-	}
-	snaps, errs := fleet.LoadAll(ctx, files, *workers, progress)
-	if progress != nil {
-		termsafe.Control(env.Stderr, termsafe.EraseLine)
-	}
-	if ctx.Err() != nil {
-		fmt.Fprintln(env.Stderr, "dbhost fleet report: interrupted; no report written")
-		return ExitError
-	}
-	r := fleet.Build(snaps, errs)
-	snaps = nil // the report keeps what it shows
-	for _, e := range errs {
-		fmt.Fprintf(env.Stderr, "dbhost fleet report: %s: %s\n", e.File, e.Error)
-	}
-	if *out == "-" {
-		err = fleetFormats.Render(env.Stdout, *format, r)
-	} else {
-		err = writeFileAtomic(*out, 0o644, func(w io.Writer) error { return fleetFormats.Render(w, *format, r) })
-	}
-	if err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost fleet report:", err)
-		return ExitError
-	}
-	if *out != "-" {
-		fmt.Fprintf(env.Stderr, "dbhost fleet report: wrote %s (%d hosts, %d failing findings, %d could not be read)\n",
-			*out, r.Summary.Hosts, r.Summary.FailingFindings, r.Summary.Unreadable)
-	}
-	switch {
-	case r.Summary.Hosts == 0:
-		return ExitError
-	case len(errs) > 0:
-		return ExitFindings
-	}
-	return ExitOK
+		if *out == "" {
+			fmt.Fprintln(env.Stderr, "dbhost fleet report: -o FILE is required ('-' for standard output)")
+			return ExitError
+		}
+		if *workers < 0 {
+			fmt.Fprintln(env.Stderr, "dbhost fleet report: -j must be 0 (one per CPU) or more")
+			return ExitError
+		}
+		files, err := snapshotFiles(pos)
+		if err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost fleet report:", err)
+			return ExitError
+		}
+		if len(files) == 0 {
+			fmt.Fprintln(env.Stderr, "dbhost fleet report: no snapshot given")
+			return ExitError
+		}
+		var progress func(done, total int)
+		if isTerminal(env.Stderr) {
+			progress = func(done, total int) {
+				termsafe.Control(env.Stderr, termsafe.EraseLine)
+				fmt.Fprintf(env.Stderr, "dbhost fleet report: %d/%d snapshots judged", done, total)
+			}
+		}
+		snaps, errs := fleet.LoadAll(ctx, files, *workers, progress)
+		if progress != nil {
+			termsafe.Control(env.Stderr, termsafe.EraseLine)
+		}
+		if ctx.Err() != nil {
+			fmt.Fprintln(env.Stderr, "dbhost fleet report: interrupted; no report written")
+			return ExitError
+		}
+		r := fleet.Build(snaps, errs)
+		snaps = nil // the report keeps what it shows
+		for _, e := range errs {
+			fmt.Fprintf(env.Stderr, "dbhost fleet report: %s: %s\n", e.File, e.Error)
+		}
+		if *out == "-" {
+			err = fleetFormats.Render(env.Stdout, *format, r)
+		} else {
+			err = writeFileAtomic(*out, 0o644, func(w io.Writer) error { return fleetFormats.Render(w, *format, r) })
+		}
+		if err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost fleet report:", err)
+			return ExitError
+		}
+		if *out != "-" {
+			fmt.Fprintf(env.Stderr, "dbhost fleet report: wrote %s (%d hosts, %d failing findings, %d could not be read)\n",
+				*out, r.Summary.Hosts, r.Summary.FailingFindings, r.Summary.Unreadable)
+		}
+		switch {
+		case r.Summary.Hosts == 0:
+			return ExitError
+		case len(errs) > 0:
+			return ExitFindings
+		}
+		return ExitOK
+	})
+	return c
 }
 
 // snapshotFiles expands the operands of 'fleet report': a directory stands

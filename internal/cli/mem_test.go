@@ -106,7 +106,7 @@ func TestMemWatchStops(t *testing.T) {
 	var out, errb strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	code := runMem(ctx, Env{Stdout: &out, Stderr: &errb}, []string{"--watch", "0.5", "--pid", fmt.Sprint(os.Getpid())})
+	code := run(ctx, Env{Stdout: &out, Stderr: &errb}, []string{"mem", "--watch", "0.5", "--pid", fmt.Sprint(os.Getpid())})
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}

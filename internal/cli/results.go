@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	iofs "io/fs"
@@ -12,64 +11,27 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/dbhost/dbhost/internal/experiment"
 	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/results"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
-func runResults(ctx context.Context, env Env, args []string) int {
-	return dispatch(ctx, env, "results", args, resultsUsage, map[string]func(context.Context, Env, []string) int{
-		"list": resultsList, "ls": resultsList, "show": resultsShow, "compare": resultsCompare, "report": resultsReport,
-	})
+func (a *app) resultsCmd() *cobra.Command {
+	return a.groupCmd("results SUBCOMMAND", "list, show, compare and report stored experiments",
+		`List, show, compare and report stored experiments.
+
+ID is an experiment ID, a unique prefix of one, or "last".`,
+		a.resultsListCmd(), a.resultsShowCmd(), a.resultsCompareCmd(), a.resultsReportCmd())
 }
 
-// dispatch runs a command's subcommand; help goes to standard output, an
-// unknown or missing subcommand is an error with the usage.
-func dispatch(ctx context.Context, env Env, cmd string, args []string, usage func(io.Writer), subs map[string]func(context.Context, Env, []string) int) int {
-	sub := ""
-	if len(args) > 0 {
-		sub, args = args[0], args[1:]
-	}
-	if run, ok := subs[sub]; ok {
-		return run(ctx, env, args)
-	}
-	switch sub {
-	case "-h", "--help", "help":
-		usage(env.Stdout)
-		return ExitOK
-	case "":
-	default:
-		fmt.Fprintf(env.Stderr, "dbhost %s: unknown subcommand %q\n\n", cmd, sub)
-	}
-	usage(env.Stderr)
-	return ExitError
-}
-
-func resultsUsage(w io.Writer) {
-	fmt.Fprintln(w, `Usage: dbhost results SUBCOMMAND [flags]
-
-  list                      the stored experiments, newest first
-  show ID                   one experiment: verdicts, arms, trials
-  compare ID ID             the same arms in two experiments (did the host change?)
-  report ID -o report.html  the report: --format html (default), markdown or json
-
-ID is an experiment ID, a unique prefix of one, or "last".
-Flags: --db PATH (default `+results.DefaultPath+`), --format.`)
-}
-
-// parseWithArgs parses flags that may come before or after the positional
-// arguments and checks their count.
-func parseWithArgs(fs *flag.FlagSet, args []string, want int, what string) ([]string, int, bool) {
-	pos, code, ok := parseOperands(fs, args)
-	if !ok {
-		return nil, code, false
-	}
-	if len(pos) != want {
-		fmt.Fprintf(fs.Output(), "dbhost %s: want %s\n", fs.Name(), what)
-		return nil, ExitError, false
-	}
-	return pos, 0, true
+// storedCmd is a subcommand of 'dbhost results' with its --db flag.
+func storedCmd(use, short string, operands int, what string) (*cobra.Command, *string) {
+	c := newCmd(use, short)
+	c.Args = argCount(operands, operands, what)
+	return c, c.Flags().String("db", results.DefaultPath, "results database")
 }
 
 // openStore opens the results database read-only: the subcommands of
@@ -83,34 +45,28 @@ func openStore(env Env, cmd, path string) (*results.Store, bool) {
 	return st, true
 }
 
-// loadStored parses a results subcommand that takes n experiment IDs
-// (described by what), runs check on the parsed flags (--format), and
-// loads the experiments from the database at *db (a flag, so read after
-// parsing), opened read-only. When ok is false it has said why and the
-// command ends with code; else the caller closes st.
-func loadStored(ctx context.Context, env Env, fs *flag.FlagSet, args []string, check func() error, db *string, n int, what string) (st *results.Store, ss []*experiment.Stored, code int, ok bool) {
-	pos, code, ok := parseWithArgs(fs, args, n, what)
-	if !ok {
-		return nil, nil, code, false
-	}
+// loadStored runs check on the parsed flags (--format) and loads the
+// experiments refs name from the database at db, opened read-only. When
+// ok is false it has said why as "dbhost CMD:"; else the caller closes st.
+func loadStored(ctx context.Context, env Env, cmd string, refs []string, check func() error, db string) (st *results.Store, ss []*experiment.Stored, ok bool) {
 	if err := check(); err != nil {
-		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", fs.Name(), err)
-		return nil, nil, ExitError, false
+		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
+		return nil, nil, false
 	}
-	st, ok = openStore(env, fs.Name(), *db)
+	st, ok = openStore(env, cmd, db)
 	if !ok {
-		return nil, nil, ExitError, false
+		return nil, nil, false
 	}
-	for _, ref := range pos {
+	for _, ref := range refs {
 		s, err := experiment.Load(ctx, st, ref)
 		if err != nil {
-			fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", fs.Name(), err)
+			fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
 			st.Close()
-			return nil, nil, ExitError, false
+			return nil, nil, false
 		}
 		ss = append(ss, s)
 	}
-	return st, ss, 0, true
+	return st, ss, true
 }
 
 // listed is what 'results list' renders: the stored experiments, newest
@@ -131,36 +87,37 @@ var listFormats = new(report.Formats[listed]).
 		return writeJSON(w, l.list)
 	})
 
-func resultsList(ctx context.Context, env Env, args []string) int {
-	fs := newFlagSet(env, "results list", "[flags]")
-	db := fs.String("db", results.DefaultPath, "results database")
-	format := fs.String("format", "text", "text or json")
-	if _, code, ok := parseWithArgs(fs, args, 0, "no arguments"); !ok {
-		return code
-	}
-	if err := listFormats.Check(*format); err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost results list:", err)
-		return ExitError
-	}
-	l := listed{db: *db}
-	if _, err := os.Lstat(*db); errors.Is(err, iofs.ErrNotExist) {
-		l.noDB = true
-	} else {
-		st, ok := openStore(env, "results list", *db)
-		if !ok {
-			return ExitError
-		}
-		defer st.Close()
-		if l.list, err = st.List(ctx); err != nil {
+func (a *app) resultsListCmd() *cobra.Command {
+	c, db := storedCmd("list", "the stored experiments, newest first", 0, "no arguments")
+	c.Aliases = []string{"ls"}
+	format := c.Flags().String("format", "text", "text or json")
+	c.Run = a.do(func(ctx context.Context, _ []string) int {
+		env := a.env
+		if err := listFormats.Check(*format); err != nil {
 			fmt.Fprintln(env.Stderr, "dbhost results list:", err)
 			return ExitError
 		}
-	}
-	if err := listFormats.Render(env.Stdout, *format, l); err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost results list:", err)
-		return ExitError
-	}
-	return ExitOK
+		l := listed{db: *db}
+		if _, err := os.Lstat(*db); errors.Is(err, iofs.ErrNotExist) {
+			l.noDB = true
+		} else {
+			st, ok := openStore(env, "results list", *db)
+			if !ok {
+				return ExitError
+			}
+			defer st.Close()
+			if l.list, err = st.List(ctx); err != nil {
+				fmt.Fprintln(env.Stderr, "dbhost results list:", err)
+				return ExitError
+			}
+		}
+		if err := listFormats.Render(env.Stdout, *format, l); err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost results list:", err)
+			return ExitError
+		}
+		return ExitOK
+	})
+	return c
 }
 
 func listText(w io.Writer, l listed) error {
@@ -216,27 +173,30 @@ var showFormats = new(report.Formats[shown]).
 	Add("json", func(w io.Writer, o shown) error { return writeJSON(w, o.json()) }).
 	Add("markdown", func(w io.Writer, o shown) error { return o.s.WriteMarkdown(w) }, "md")
 
-func resultsShow(ctx context.Context, env Env, args []string) int {
-	fs := newFlagSet(env, "results show", "ID [flags]")
-	db := fs.String("db", results.DefaultPath, "results database")
-	format := fs.String("format", "text", "text, json or markdown")
-	check := func() error { return showFormats.Check(*format) }
-	st, ss, code, ok := loadStored(ctx, env, fs, args, check, db, 1, "one experiment ID")
-	if !ok {
-		return code
-	}
-	defer st.Close()
-	s := ss[0]
-	sum, recheck := summaryChecked(s)
-	if sum == nil {
-		fmt.Fprintf(env.Stderr, "dbhost results show: %s\n", recheck)
-		return ExitError
-	}
-	if err := showFormats.Render(env.Stdout, *format, shown{s, sum, recheck}); err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost results show:", err)
-		return ExitError
-	}
-	return ExitOK
+func (a *app) resultsShowCmd() *cobra.Command {
+	c, db := storedCmd("show ID", "one experiment: verdicts, arms, trials", 1, "one experiment ID")
+	format := c.Flags().String("format", "text", "text, json or markdown")
+	c.Run = a.do(func(ctx context.Context, args []string) int {
+		env := a.env
+		check := func() error { return showFormats.Check(*format) }
+		st, ss, ok := loadStored(ctx, env, "results show", args, check, *db)
+		if !ok {
+			return ExitError
+		}
+		defer st.Close()
+		s := ss[0]
+		sum, recheck := summaryChecked(s)
+		if sum == nil {
+			fmt.Fprintf(env.Stderr, "dbhost results show: %s\n", recheck)
+			return ExitError
+		}
+		if err := showFormats.Render(env.Stdout, *format, shown{s, sum, recheck}); err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost results show:", err)
+			return ExitError
+		}
+		return ExitOK
+	})
+	return c
 }
 
 // showText is 'results show': the summary, whether it recomputes, and
@@ -293,25 +253,28 @@ func summaryChecked(s *experiment.Stored) (*experiment.Summary, string) {
 	return s.Summary, "same verdicts, ratios and p-values"
 }
 
-func resultsCompare(ctx context.Context, env Env, args []string) int {
-	fs := newFlagSet(env, "results compare", "ID ID [flags]")
-	db := fs.String("db", results.DefaultPath, "results database")
-	format := fs.String("format", "text", "text or json")
-	check := func() error { return compareFormats.Check(*format) }
-	st, ss, code, ok := loadStored(ctx, env, fs, args, check, db, 2, "two experiment IDs")
-	if !ok {
-		return code
-	}
-	defer st.Close()
-	cmp, err := experiment.Compare(ss[0], ss[1])
-	if err == nil {
-		err = compareFormats.Render(env.Stdout, *format, cmp)
-	}
-	if err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost results compare:", err)
-		return ExitError
-	}
-	return ExitOK
+func (a *app) resultsCompareCmd() *cobra.Command {
+	c, db := storedCmd("compare ID ID", "the same arms in two experiments (did the host change?)", 2, "two experiment IDs")
+	format := c.Flags().String("format", "text", "text or json")
+	c.Run = a.do(func(ctx context.Context, args []string) int {
+		env := a.env
+		check := func() error { return compareFormats.Check(*format) }
+		st, ss, ok := loadStored(ctx, env, "results compare", args, check, *db)
+		if !ok {
+			return ExitError
+		}
+		defer st.Close()
+		cmp, err := experiment.Compare(ss[0], ss[1])
+		if err == nil {
+			err = compareFormats.Render(env.Stdout, *format, cmp)
+		}
+		if err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost results compare:", err)
+			return ExitError
+		}
+		return ExitOK
+	})
+	return c
 }
 
 // compareFormats are the formats of 'results compare'.
@@ -319,45 +282,44 @@ var compareFormats = new(report.Formats[*experiment.Compared]).
 	Add("text", func(w io.Writer, c *experiment.Compared) error { experiment.WriteComparison(w, c); return nil }).
 	Add("json", func(w io.Writer, c *experiment.Compared) error { return writeJSON(w, c) })
 
-func resultsReport(ctx context.Context, env Env, args []string) int {
-	fs := newFlagSet(env, "results report", "ID -o FILE [flags]")
-	db := fs.String("db", results.DefaultPath, "results database")
-	out := fs.String("o", "", "write the report to this file ('-' for standard output)")
-	format := fs.String("format", "html", "html, markdown or json")
-	pos, code, ok := parseWithArgs(fs, args, 1, "one experiment ID")
-	if !ok {
-		return code
-	}
-	if err := reportFormats.Check(*format); err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost results report:", err)
-		return ExitError
-	}
-	if *out == "" {
-		fmt.Fprintln(env.Stderr, "dbhost results report: -o FILE is required")
-		return ExitError
-	}
-	st, ok := openStore(env, "results report", *db)
-	if !ok {
-		return ExitError
-	}
-	defer st.Close()
-	if *out == "-" {
-		s, err := experiment.Load(ctx, st, pos[0])
-		if err == nil {
-			err = reportFormats.Render(env.Stdout, *format, s)
-		}
-		if err != nil {
+func (a *app) resultsReportCmd() *cobra.Command {
+	c, db := storedCmd("report ID -o FILE", "the report: --format html (default), markdown or json", 1, "one experiment ID")
+	out := c.Flags().StringP("output", "o", "", "write the report to this file ('-' for standard output)")
+	format := c.Flags().String("format", "html", "html, markdown or json")
+	c.Run = a.do(func(ctx context.Context, pos []string) int {
+		env := a.env
+		if err := reportFormats.Check(*format); err != nil {
 			fmt.Fprintln(env.Stderr, "dbhost results report:", err)
 			return ExitError
 		}
+		if *out == "" {
+			fmt.Fprintln(env.Stderr, "dbhost results report: -o FILE is required")
+			return ExitError
+		}
+		st, ok := openStore(env, "results report", *db)
+		if !ok {
+			return ExitError
+		}
+		defer st.Close()
+		if *out == "-" {
+			s, err := experiment.Load(ctx, st, pos[0])
+			if err == nil {
+				err = reportFormats.Render(env.Stdout, *format, s)
+			}
+			if err != nil {
+				fmt.Fprintln(env.Stderr, "dbhost results report:", err)
+				return ExitError
+			}
+			return ExitOK
+		}
+		if err := writeReport(ctx, st, pos[0], *out, *format); err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost results report:", err)
+			return ExitError
+		}
+		fmt.Fprintf(env.Stderr, "dbhost results report: wrote %s\n", *out)
 		return ExitOK
-	}
-	if err := writeReport(ctx, st, pos[0], *out, *format); err != nil {
-		fmt.Fprintln(env.Stderr, "dbhost results report:", err)
-		return ExitError
-	}
-	fmt.Fprintf(env.Stderr, "dbhost results report: wrote %s\n", *out)
-	return ExitOK
+	})
+	return c
 }
 
 // writeReport writes an experiment's report to a file atomically.

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
@@ -25,7 +26,7 @@ import (
 // registered collector, generated from the registry as node_exporter does.
 type collectorFlags map[string]*[2]bool
 
-func registerCollectorFlags(fs *flag.FlagSet) collectorFlags {
+func registerCollectorFlags(fs *pflag.FlagSet) collectorFlags {
 	cf := collectorFlags{}
 	for _, c := range metrics.Collectors() {
 		v := &[2]bool{}
@@ -56,8 +57,9 @@ func (cf collectorFlags) toggles() (map[string]bool, error) {
 	return t, nil
 }
 
-func runServe(ctx context.Context, env Env, args []string) int {
-	fs := newFlagSet(env, "serve", "[flags]")
+func (a *app) serveCmd() *cobra.Command {
+	c := newCmd("serve", "Prometheus exporter: audit in the background, serve the last result")
+	fs := c.Flags()
 	var addrs listFlag
 	fs.Var(&addrs, "web.listen-address", "address to listen on, repeatable (default :9437)")
 	webConfig := fs.String("web.config.file", "", "TLS and basic authentication configuration (exporter-toolkit format)")
@@ -72,84 +74,85 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	fs.Var(&only, "only", "run only these checks (IDs or domain prefixes, comma-separated)")
 	fs.Var(&skip, "skip", "skip these checks (IDs or domain prefixes)")
 	cf := registerCollectorFlags(fs)
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	fail := func(err error) int {
-		fmt.Fprintln(env.Stderr, "dbhost serve:", err)
-		return ExitError
-	}
-	toggles, err := cf.toggles()
-	if err != nil {
-		return fail(err)
-	}
-	set, err := metrics.NewSet(toggles)
-	if err != nil {
-		return fail(err)
-	}
-	if err := validSelection(only, skip); err != nil {
-		return fail(err)
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fail(fmt.Errorf("--log.level: %w", err))
-	}
-	if *interval < time.Second {
-		return fail(fmt.Errorf("--interval %v is too short (at least 1s)", *interval))
-	}
-	if *webConfig != "" {
-		// A bad file is a start-up error, not a server that refuses
-		// every scrape.
-		if err := web.Validate(*webConfig); err != nil {
-			return fail(fmt.Errorf("--web.config.file: %w", err))
+	c.Run = a.do(func(ctx context.Context, _ []string) int {
+		env := a.env
+		fail := func(err error) int {
+			fmt.Fprintln(env.Stderr, "dbhost serve:", err)
+			return ExitError
 		}
-	}
-	if len(addrs) == 0 {
-		addrs = listFlag{":9437"}
-	}
-	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
-	sel := check.Selector{Only: only, Skip: skip}
-	opts := facts.Options{Engine: engine.Options{NoConnect: *noConnect, Timeout: *dbTimeout}}
-	audit := func(ctx context.Context) (*metrics.Input, error) {
-		h, err := host.Open(*root)
+		toggles, err := cf.toggles()
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
-		defer h.Close()
-		f := facts.Gather(ctx, h, opts)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("audit cut short: %w", err)
+		set, err := metrics.NewSet(toggles)
+		if err != nil {
+			return fail(err)
 		}
-		return &metrics.Input{Facts: f, Findings: check.Run(f, sel)}, nil
-	}
-	ex, err := exporter.New(exporter.Config{
-		Set: set, Audit: audit, Interval: *interval, Jitter: 0.1, Timeout: *auditTimeout,
-		Version: host.Version, Logger: logger,
+		if err := validSelection(only, skip); err != nil {
+			return fail(err)
+		}
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+			return fail(fmt.Errorf("--log.level: %w", err))
+		}
+		if *interval < time.Second {
+			return fail(fmt.Errorf("--interval %v is too short (at least 1s)", *interval))
+		}
+		if *webConfig != "" {
+			// A bad file is a start-up error, not a server that refuses
+			// every scrape.
+			if err := web.Validate(*webConfig); err != nil {
+				return fail(fmt.Errorf("--web.config.file: %w", err))
+			}
+		}
+		if len(addrs) == 0 {
+			addrs = listFlag{":9437"}
+		}
+		logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+		sel := check.Selector{Only: only, Skip: skip}
+		opts := facts.Options{Engine: engine.Options{NoConnect: *noConnect, Timeout: *dbTimeout}}
+		audit := func(ctx context.Context) (*metrics.Input, error) {
+			h, err := host.Open(*root)
+			if err != nil {
+				return nil, err
+			}
+			defer h.Close()
+			f := facts.Gather(ctx, h, opts)
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("audit cut short: %w", err)
+			}
+			return &metrics.Input{Facts: f, Findings: check.Run(f, sel)}, nil
+		}
+		ex, err := exporter.New(exporter.Config{
+			Set: set, Audit: audit, Interval: *interval, Jitter: 0.1, Timeout: *auditTimeout,
+			Version: host.Version, Logger: logger,
+		})
+		if err != nil {
+			return fail(err)
+		}
+		if os.Geteuid() != 0 {
+			logger.Warn("not running as root: other users' processes and files are unreadable and their checks will be unknown")
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go ex.Run(ctx)
+		// Failed handshakes and plain HTTP on a TLS port are the network's
+		// noise, not the exporter's: debug level.
+		srv := &http.Server{Handler: ex.Handler(), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
+		go func() {
+			<-ctx.Done()
+			shut, c := context.WithTimeout(context.Background(), 5*time.Second)
+			defer c()
+			srv.Shutdown(shut)
+		}()
+		logger.Info("dbhost serve", "version", host.Version, "listen", strings.Join(addrs, ","), "interval", *interval, "collectors", strings.Join(set.Names(), ","))
+		addrList := []string(addrs)
+		err = web.ListenAndServe(srv, &web.FlagConfig{WebListenAddresses: &addrList, WebSystemdSocket: systemdSocket, WebConfigFile: webConfig}, logger)
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fail(err)
+		}
+		return ExitOK
 	})
-	if err != nil {
-		return fail(err)
-	}
-	if os.Geteuid() != 0 {
-		logger.Warn("not running as root: other users' processes and files are unreadable and their checks will be unknown")
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go ex.Run(ctx)
-	// Failed handshakes and plain HTTP on a TLS port are the network's
-	// noise, not the exporter's: debug level.
-	srv := &http.Server{Handler: ex.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
-	go func() {
-		<-ctx.Done()
-		shut, c := context.WithTimeout(context.Background(), 5*time.Second)
-		defer c()
-		srv.Shutdown(shut)
-	}()
-	logger.Info("dbhost serve", "version", host.Version, "listen", strings.Join(addrs, ","), "interval", *interval, "collectors", strings.Join(set.Names(), ","))
-	addrList := []string(addrs)
-	err = web.ListenAndServe(srv, &web.FlagConfig{WebListenAddresses: &addrList, WebSystemdSocket: systemdSocket, WebConfigFile: webConfig}, logger)
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fail(err)
-	}
-	return ExitOK
+	return c
 }

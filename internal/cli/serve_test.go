@@ -54,7 +54,7 @@ func startServe(t *testing.T, args ...string) string {
 	var log syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- runServe(ctx, Env{Stdout: io.Discard, Stderr: &log}, append([]string{"--web.listen-address", addr}, args...))
+		done <- run(ctx, Env{Stdout: io.Discard, Stderr: &log}, append([]string{"serve", "--web.listen-address", addr}, args...))
 	}()
 	t.Cleanup(func() {
 		cancel()

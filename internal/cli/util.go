@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/report"
@@ -40,6 +43,20 @@ var catalogFormats = new(report.Formats[[]catalogEntry]).
 	Add("text", catalogText).
 	Add("json", func(w io.Writer, cat []catalogEntry) error { return writeJSON(w, cat) }).
 	Add("markdown", catalogMarkdown, "md")
+
+func (a *app) checksCmd() *cobra.Command {
+	c := newCmd("checks", "list the check catalog")
+	format := c.Flags().String("format", "text", "output format: text, json, markdown")
+	c.Run = a.do(func(context.Context, []string) int {
+		env := a.env
+		if err := renderCatalog(env.Stdout, *format); err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost checks:", err)
+			return ExitError
+		}
+		return ExitOK
+	})
+	return c
+}
 
 // renderCatalog lists the checks.
 func renderCatalog(w io.Writer, format string) error {
