@@ -12,7 +12,7 @@ import (
 )
 
 func (a *app) fixCmd() *cobra.Command {
-	c := newCmd("fix --out DIR | --plan | --apply | --rollback [CHANGE-ID] | --history | --recover", "render the persistent files that fix the findings")
+	c := newCmd("fix --out DIR | --plan | --apply | --rollback [CHANGE-ID] | --history | --recover", "render the fixes of the findings, or plan, apply and roll them back on this host")
 	fs := c.Flags()
 	var src sourceFlags
 	src.register(fs, true)
