@@ -22,7 +22,6 @@ import (
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/check"
-	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/safefile"
@@ -189,15 +188,16 @@ func BuildWith(root string, fc fix.Context, selected []check.Finding, srv *Serve
 	if srv != nil && root == "/" {
 		p.Settings, skipped = planSettings(srv, fc, items)
 	}
-	// PostgreSQL settings planned here leave the findings' fixes (ALTER
-	// SYSTEM replaces the conf.d snippet); MySQL's stay, as the option file
-	// written into the server's included directory keeps them. The rest,
-	// and why, stay with the lines fix --out renders.
-	planned, includeDirs := map[string]bool{}, map[string]bool{}
+	// Settings a server keeps itself leave the findings' fixes (ALTER
+	// SYSTEM replaces the conf.d snippet); the others stay, as the option
+	// file written into the server's included directory keeps them. The
+	// rest, and why, stay with the lines fix --out renders.
+	planned, includeDirs, keepConfig := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, sp := range p.Settings {
 		planned[sp.Server.Name+" "+sp.Key] = true
-		if sp.Server.Engine == string(engine.MySQL) {
+		if !sp.SavedByServer {
 			includeDirs[fc.Instances[sp.Server.Name].ConfDir] = true
+			keepConfig[sp.Server.Name+" "+sp.Key] = true
 		}
 	}
 	p.IncludeDirs = sortedSet(includeDirs)
@@ -208,7 +208,7 @@ func BuildWith(root string, fc fix.Context, selected []check.Finding, srv *Serve
 		fx := *it.Fix
 		fx.Config = nil
 		for _, c := range it.Fix.Config {
-			if !planned[c.Instance+" "+c.Key] || c.Engine == string(engine.MySQL) {
+			if !planned[c.Instance+" "+c.Key] || keepConfig[c.Instance+" "+c.Key] {
 				fx.Config = append(fx.Config, c)
 			}
 		}

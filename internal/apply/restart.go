@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
 )
 
@@ -28,7 +27,7 @@ var systemctlPaths = []string{"/usr/bin/systemctl", "/bin/systemctl"}
 func restarts(settings []SettingPlan, allowed bool) []string {
 	keys := map[ServerRef][]SettingPlan{}
 	for _, s := range settings {
-		if s.Restart && (!s.Unchanged || s.Server.Engine == string(engine.MySQL)) {
+		if s.Restart && (!s.Unchanged || !s.SavedByServer) {
 			keys[s.Server] = append(keys[s.Server], s)
 		}
 	}
@@ -112,12 +111,12 @@ func restart(r ServerRef, keys []SettingPlan) error {
 			if err != nil {
 				return err
 			}
-			defer s.close()
+			defer s.Close()
 			for _, k := range keys {
 				if k.OptionOnly {
 					continue
 				}
-				in, pending, err := s.applied(ctx, k)
+				in, pending, err := s.Applied(ctx, k.Key, k.New, k.Restart)
 				if err != nil {
 					return err
 				}

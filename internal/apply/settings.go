@@ -1,9 +1,10 @@
 package apply
 
 // Database settings: a finding's fix.Config changes applied to the running
-// server the audit discovered, persistently and at run time in one step
-// (PostgreSQL: ALTER SYSTEM, then pg_reload_conf()), journaled with the
-// entry they replace so that rollback and recovery put it back.
+// server the audit discovered, through its engine's live connection
+// (engine.SettingsConn: PostgreSQL ALTER SYSTEM and a reload, MySQL SET
+// GLOBAL), journaled with the state they replace so that rollback and
+// recovery put it back.
 
 import (
 	"context"
@@ -33,30 +34,24 @@ type SettingPlan struct {
 	// Old is the value the server runs with; New the fix's.
 	Old string `json:"old"`
 	New string `json:"new"`
-	// Saved is the setting's ALTER SYSTEM entry before the apply (nil:
-	// none): what verify compares and rollback puts back.
+	// Saved is the entry the server kept itself before the apply
+	// (PostgreSQL's ALTER SYSTEM; nil: none): what verify compares and
+	// rollback puts back.
 	Saved *string `json:"saved"`
 	// Restart: the server takes the value only when it restarts.
-	Restart   bool     `json:"restart,omitempty"`
-	Unchanged bool     `json:"unchanged,omitempty"`
-	Findings  []string `json:"findings"`
-	// OptionOnly: a MySQL option that is no server variable (it cannot
-	// be read back at run time); only the option file sets it.
+	Restart bool `json:"restart,omitempty"`
+	// Unchanged: nothing to change at run time (the value is saved
+	// already, or, kept by an option file, it waits for a restart).
+	Unchanged bool `json:"unchanged,omitempty"`
+	// SavedByServer: the server keeps the change itself; otherwise the
+	// option file written into its included directory does.
+	SavedByServer bool `json:"saved_by_server,omitempty"`
+	// OptionOnly: an option the server shows no variable for; only the
+	// option file sets it, and nothing can be read back.
 	OptionOnly bool `json:"option_only,omitempty"`
-}
-
-// How says how the setting is changed, for people.
-func (s SettingPlan) How() string {
-	if s.Server.Engine == string(engine.Postgres) {
-		if s.Restart {
-			return "ALTER SYSTEM; takes effect at the next restart"
-		}
-		return "ALTER SYSTEM + pg_reload_conf()"
-	}
-	if s.Restart {
-		return "the option file in its included directory; takes effect at the next restart"
-	}
-	return "SET GLOBAL, kept by the option file in its included directory"
+	// Method says how the change is made, for people.
+	Method   string   `json:"method"`
+	Findings []string `json:"findings"`
 }
 
 // ServerRef names a discovered server so that a later process (rollback,
@@ -83,29 +78,6 @@ type Servers struct {
 	Conn engine.Options
 }
 
-// savedSetting is a setting as a server holds it.
-type savedSetting struct {
-	Value   string  // what the server runs with
-	Saved   *string // the ALTER SYSTEM entry, nil when none
-	Restart bool    // takes a new value only at a restart
-	Pending bool    // a changed value waits for a restart
-	// Overridden says why a saved value would not be used, or "".
-	Overridden string
-}
-
-// server is a connection to one database server's settings.
-type server interface {
-	get(ctx context.Context, key string) (savedSetting, error)
-	// change makes the server run with sp.New (and, PostgreSQL, saves it).
-	change(ctx context.Context, sp SettingPlan) error
-	// restore puts back what u recorded.
-	restore(ctx context.Context, u settingUndo) error
-	// applied reports whether the server runs with sp.New, or waits for a
-	// restart to do so.
-	applied(ctx context.Context, sp SettingPlan) (inEffect, pending bool, err error)
-	close()
-}
-
 var (
 	connMu sync.Mutex
 	conn   engine.Options
@@ -127,8 +99,8 @@ func connection() engine.Options {
 
 // dialServer finds the server ref names among the running processes again
 // (same engine, data directory and port) and logs in to it; the engine's
-// connect verifies that the answering process is that server.
-func dialServer(ctx context.Context, ref ServerRef, opts engine.Options) (server, error) {
+// connection verifies that the answering process is that server.
+func dialServer(ctx context.Context, ref ServerRef, opts engine.Options) (engine.SettingsConn, error) {
 	h, err := host.Open("/")
 	if err != nil {
 		return nil, err
@@ -147,7 +119,7 @@ func dialServer(ctx context.Context, ref ServerRef, opts engine.Options) (server
 	// than the whole table.
 	if p, err := process(h, ref.PID); err == nil {
 		if in := find(engine.TableFrom(h, []engine.Process{p})); in != nil {
-			return connect(ctx, h, in, opts)
+			return engine.OpenSettings(ctx, h, in, opts)
 		}
 	}
 	t, err := engine.ReadTable(h)
@@ -155,7 +127,7 @@ func dialServer(ctx context.Context, ref ServerRef, opts engine.Options) (server
 		return nil, err
 	}
 	if in := find(t); in != nil {
-		return connect(ctx, h, in, opts)
+		return engine.OpenSettings(ctx, h, in, opts)
 	}
 	return nil, fmt.Errorf("%s (data directory %s) is not running", ref.Name, ref.DataDir)
 }
@@ -175,19 +147,6 @@ func process(h *host.Host, pid int) (engine.Process, error) {
 	return engine.Process{PID: pid, PPID: st.PPID, Comm: st.Comm, UID: int(status.UIDs[1]), GID: int(status.GIDs[1])}, nil
 }
 
-func connect(ctx context.Context, h *host.Host, in *engine.Instance, opts engine.Options) (server, error) {
-	switch in.Engine {
-	case engine.Postgres:
-		return connectPG(ctx, h, in, opts)
-	case engine.MySQL:
-		return connectMySQL(ctx, h, in, opts)
-	}
-	return nil, fmt.Errorf("settings of %s are not applied by this version", in.Engine)
-}
-
-// settingsEngines are the engines whose settings apply changes.
-var settingsEngines = map[engine.Engine]bool{engine.Postgres: true, engine.MySQL: true}
-
 // planSettings reads the current state of every Config change of the
 // selected findings on the servers it reaches. Changes it cannot plan are
 // returned as reasons, per instance and key.
@@ -197,10 +156,10 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 	for _, in := range srv.Instances {
 		byName[in.Name()] = in
 	}
-	conns := map[string]server{}
+	conns := map[string]engine.SettingsConn{}
 	defer func() {
 		for _, c := range conns {
-			c.close()
+			c.Close()
 		}
 	}()
 	seen := map[string]int{}
@@ -217,17 +176,12 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 			case in == nil:
 				skipped[id] = "the server is not running"
 				continue
-			case !settingsEngines[in.Engine]:
-				skipped[id] = fmt.Sprintf("%s settings are not applied by this version", in.Engine)
+			case !engine.ChangesSettings(in.Instance):
+				skipped[id] = fmt.Sprintf("%s settings are not changed by this version", in.Engine)
 				continue
 			case in.DataDir == "":
 				skipped[id] = "its data directory is unknown, so a later rollback could not find it again"
 				continue
-			case in.Engine == engine.MySQL:
-				if why := includeDirRefused(in, fc); why != "" {
-					skipped[id] = why
-					continue
-				}
 			}
 			s, ok := conns[c.Instance]
 			if !ok {
@@ -237,7 +191,7 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 					continue
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), timeout(srv.Conn))
-				s, err = connect(ctx, h, in.Instance, srv.Conn)
+				s, err = engine.OpenSettings(ctx, h, in.Instance, srv.Conn)
 				cancel()
 				h.Close()
 				if err != nil {
@@ -246,35 +200,35 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 				}
 				conns[c.Instance] = s
 			}
+			if !s.SavesItself() {
+				if why := includeDirRefused(in, fc); why != "" {
+					skipped[id] = why
+					continue
+				}
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout(srv.Conn))
-			cur, err := s.get(ctx, c.Key)
+			cur, err := s.Get(ctx, c.Key)
 			cancel()
-			optionOnly := false
-			if err != nil && in.Engine == engine.MySQL && c.Restart {
-				// e.g. symbolic_links: an option without a variable.
-				cur, err, optionOnly = savedSetting{}, nil, true
-			}
-			if err == nil && cur.Overridden != "" {
-				err = errors.New(cur.Overridden)
-			}
-			if err != nil {
+			restart := cur.Restart || c.Restart
+			switch {
+			case err != nil:
 				skipped[id] = err.Error()
+				continue
+			case cur.Overridden != "":
+				skipped[id] = cur.Overridden
+				continue
+			case cur.OptionOnly && !restart:
+				skipped[id] = "the server shows no variable " + c.Key + " to set at run time"
 				continue
 			}
 			ref := ServerRef{Engine: string(in.Engine), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID}
 			if in.Unit != nil && in.Unit.How == "cgroup" {
 				ref.Unit = in.Unit.Name
 			}
-			sp := SettingPlan{Server: ref, Key: c.Key, Old: cur.Value, New: c.Value, Saved: cur.Saved,
-				Restart: cur.Restart || c.Restart, Findings: []string{t}, OptionOnly: optionOnly}
-			switch in.Engine {
-			case engine.Postgres:
-				sp.Unchanged = cur.Saved != nil && *cur.Saved == c.Value
-			case engine.MySQL:
-				sp.Unchanged = sp.Restart || sameMySQLValue(cur.Value, c.Value)
-			}
 			seen[id] = len(plans)
-			plans = append(plans, sp)
+			plans = append(plans, SettingPlan{Server: ref, Key: c.Key, Old: cur.Value, New: c.Value, Saved: cur.Saved,
+				Restart: restart, Unchanged: s.Unchanged(cur, c.Value, restart), SavedByServer: s.SavesItself(),
+				OptionOnly: cur.OptionOnly, Method: s.Method(restart), Findings: []string{t}})
 		}
 	}
 	return plans, skipped
@@ -287,18 +241,18 @@ func timeout(o engine.Options) time.Duration {
 	return 5 * time.Second
 }
 
-// settingUndo is what the journal keeps before a setting is saved.
+// settingUndo is what the journal keeps before a setting is changed.
 type settingUndo struct {
-	Server ServerRef `json:"server"`
-	Key    string    `json:"key"`
-	// Saved: PostgreSQL's ALTER SYSTEM entry; Old: the running value
-	// (MySQL's SET GLOBAL).
-	Saved *string `json:"saved"`
-	Old   string  `json:"old"`
+	Server  ServerRef `json:"server"`
+	Key     string    `json:"key"`
+	Restart bool      `json:"restart,omitempty"`
+	// Saved: the entry the server kept itself; Old: the value it ran with.
+	Saved      *string `json:"saved"`
+	Old        string  `json:"old"`
+	OptionOnly bool    `json:"option_only,omitempty"`
 }
 
-// undoSetting puts a setting's previous ALTER SYSTEM entry back (or
-// removes the entry) and reloads. Idempotent.
+// undoSetting puts a setting back as the plan read it. Idempotent.
 func undoSetting(data json.RawMessage) error {
 	var u settingUndo
 	if err := json.Unmarshal(data, &u); err != nil {
@@ -311,21 +265,22 @@ func undoSetting(data json.RawMessage) error {
 	if err != nil {
 		return fmt.Errorf("setting %s of %s not put back: %w", u.Key, u.Server, err)
 	}
-	defer s.close()
-	if err := s.restore(ctx, u); err != nil {
+	defer s.Close()
+	before := engine.SettingState{Value: u.Old, Saved: u.Saved, Restart: u.Restart, OptionOnly: u.OptionOnly}
+	if err := s.Restore(ctx, u.Key, before, u.Restart); err != nil {
 		return fmt.Errorf("setting %s of %s not put back: %w", u.Key, u.Server, err)
 	}
 	return nil
 }
 
-// applySettings journals and saves each setting, then waits until the
-// server runs with it (or, for a restart setting, until it says a restart
-// is pending).
+// applySettings journals and changes each setting, then waits until the
+// server runs with it (or, for a restart setting, says a restart is
+// pending).
 func applySettings(j *journal.Journal, settings []SettingPlan, opts Options) error {
-	conns := map[ServerRef]server{}
+	conns := map[ServerRef]engine.SettingsConn{}
 	defer func() {
 		for _, c := range conns {
-			c.close()
+			c.Close()
 		}
 	}()
 	co := connection()
@@ -340,57 +295,62 @@ func applySettings(j *journal.Journal, settings []SettingPlan, opts Options) err
 	return nil
 }
 
-func applySetting(ctx context.Context, j *journal.Journal, conns map[ServerRef]server, sp SettingPlan, co engine.Options, opts Options) error {
-	s, ok := conns[sp.Server]
-	if !ok {
-		var err error
-		if s, err = dialServer(ctx, sp.Server, co); err != nil {
-			return err
-		}
-		conns[sp.Server] = s
+func open(ctx context.Context, conns map[ServerRef]engine.SettingsConn, ref ServerRef, co engine.Options) (engine.SettingsConn, error) {
+	if s, ok := conns[ref]; ok {
+		return s, nil
 	}
-	cur, err := s.get(ctx, sp.Key)
+	s, err := dialServer(ctx, ref, co)
+	if err != nil {
+		return nil, err
+	}
+	conns[ref] = s
+	return s, nil
+}
+
+func applySetting(ctx context.Context, j *journal.Journal, conns map[ServerRef]engine.SettingsConn, sp SettingPlan, co engine.Options, opts Options) error {
+	s, err := open(ctx, conns, sp.Server, co)
+	if err != nil {
+		return err
+	}
+	cur, err := s.Get(ctx, sp.Key)
 	if err != nil {
 		return err
 	}
 	if why := changedSince(cur, sp); why != "" {
 		return errors.New("refusing to apply: " + why)
 	}
-	if err := j.Record(KindSetting, sp.Server.Name+" "+sp.Key, settingUndo{Server: sp.Server, Key: sp.Key, Saved: sp.Saved, Old: sp.Old}); err != nil {
+	if err := j.Record(KindSetting, sp.Server.Name+" "+sp.Key, settingUndo{Server: sp.Server, Key: sp.Key, Restart: sp.Restart,
+		Saved: sp.Saved, Old: sp.Old, OptionOnly: sp.OptionOnly}); err != nil {
 		return err
 	}
-	if err := s.change(ctx, sp); err != nil {
+	if err := s.Change(ctx, sp.Key, sp.New, sp.Restart); err != nil {
 		return err
 	}
 	opts.step("saved " + sp.Server.Name + " " + sp.Key)
-	// The server applies a reload asynchronously: wait for it.
+	// A server may apply a reload asynchronously: wait for it.
 	for {
-		in, pending, err := s.applied(ctx, sp)
+		in, pending, err := s.Applied(ctx, sp.Key, sp.New, sp.Restart)
 		switch {
 		case err != nil:
 			return err
-		case in && !sp.Restart, pending && sp.Restart, in && sp.Restart:
+		case in, pending && sp.Restart:
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return errors.New("the server did not take the new value after the reload (is it set on its command line, or in a file read after postgresql.auto.conf?)")
+			return errors.New("the server does not run with the new value after the change (is it set where the server reads it later, on its command line or in a later file?)")
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
 
-// changedSince says how a setting differs from what the plan read, or "":
-// PostgreSQL's saved entry, MySQL's running value.
-func changedSince(cur savedSetting, sp SettingPlan) string {
-	if sp.Server.Engine == string(engine.MySQL) {
-		if cur.Value != sp.Old {
-			return fmt.Sprintf("changed since the plan (it runs with %q, the plan read %q)", cur.Value, sp.Old)
-		}
-		return ""
-	}
+// changedSince says how a setting differs from what the plan read, or "".
+func changedSince(cur engine.SettingState, sp SettingPlan) string {
 	if !sameSaved(cur.Saved, sp.Saved) {
 		return fmt.Sprintf("changed since the plan (its saved entry is %s, the plan read %s)", showSaved(cur.Saved), showSaved(sp.Saved))
+	}
+	if cur.Value != sp.Old {
+		return fmt.Sprintf("changed since the plan (it runs with %q, the plan read %q)", cur.Value, sp.Old)
 	}
 	return ""
 }
@@ -413,24 +373,20 @@ func showSaved(s *string) string {
 // plan read it.
 func verifySettings(settings []SettingPlan) error {
 	co := connection()
-	conns := map[ServerRef]server{}
+	conns := map[ServerRef]engine.SettingsConn{}
 	defer func() {
 		for _, c := range conns {
-			c.close()
+			c.Close()
 		}
 	}()
 	for _, sp := range settings {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*timeout(co))
 		err := func() error {
-			s, ok := conns[sp.Server]
-			if !ok {
-				var err error
-				if s, err = dialServer(ctx, sp.Server, co); err != nil {
-					return err
-				}
-				conns[sp.Server] = s
+			s, err := open(ctx, conns, sp.Server, co)
+			if err != nil {
+				return err
 			}
-			cur, err := s.get(ctx, sp.Key)
+			cur, err := s.Get(ctx, sp.Key)
 			if err != nil {
 				return err
 			}
@@ -461,13 +417,14 @@ func trustedDir(d string) error {
 	return nil
 }
 
-// includeDirRefused says why the option file of a MySQL server cannot be
-// written into its included directory, or "".
+// includeDirRefused says why the option file of a server that does not
+// keep its own settings cannot be written into its included directory,
+// or "".
 func includeDirRefused(in *facts.Instance, fc fix.Context) string {
 	info, ok := fc.Instances[in.Name()]
 	switch {
 	case !ok || in.IncludeDir == "" || info.ConfDir != in.IncludeDir:
-		return "the server includes no directory of option files, so a SET GLOBAL would not survive a restart"
+		return "the server includes no directory of option files, so a change would not survive a restart"
 	case !path.IsAbs(in.IncludeDir):
 		return "its included directory " + in.IncludeDir + " is not an absolute path"
 	}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/engine/mysql"
+	"github.com/dbhost/dbhost/internal/engine/postgres"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
@@ -77,7 +79,7 @@ func pgExec(t *testing.T, s *testdb.Server, sql string) {
 
 func readAuto(t *testing.T, s *testdb.Server) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(s.DataDir, autoConf))
+	b, err := os.ReadFile(filepath.Join(s.DataDir, postgres.AutoConf))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,13 +144,13 @@ func TestLivePGSettingApplyRollback(t *testing.T) {
 		t.Fatalf("re-audit after apply: %+v", cs.After)
 	}
 	if !strings.Contains(readAuto(t, s), "password_encryption = 'scram-sha-256'") {
-		t.Fatalf("%s after apply:\n%s", autoConf, readAuto(t, s))
+		t.Fatalf("%s after apply:\n%s", postgres.AutoConf, readAuto(t, s))
 	}
 	if _, err := Rollback(state, cs.ID); err != nil {
 		t.Fatal(err)
 	}
 	if after := readAuto(t, s); after != before {
-		t.Fatalf("rollback changed %s:\nbefore:\n%s\nafter:\n%s", autoConf, before, after)
+		t.Fatalf("rollback changed %s:\nbefore:\n%s\nafter:\n%s", postgres.AutoConf, before, after)
 	}
 	if got := pgShow(t, s, "password_encryption"); got != "md5" {
 		t.Fatalf("password_encryption is %s after rollback", got)
@@ -214,7 +216,7 @@ func TestLivePGSettingKilledApplyIsRecovered(t *testing.T) {
 		t.Fatalf("Recover = %v, %v", ids, err)
 	}
 	if after := readAuto(t, s); after != before {
-		t.Fatalf("recover left %s:\n%s\nwas:\n%s", autoConf, after, before)
+		t.Fatalf("recover left %s:\n%s\nwas:\n%s", postgres.AutoConf, after, before)
 	}
 	if got := pgShow(t, s, "password_encryption"); got != "md5" {
 		t.Fatalf("password_encryption is %s after recover", got)
@@ -227,10 +229,10 @@ func TestRestartsListed(t *testing.T) {
 	unit := ServerRef{Engine: string(engine.Postgres), Name: "postgres:5432", Unit: "postgresql@15-main.service"}
 	bare := ServerRef{Engine: string(engine.Postgres), Name: "postgres:5433"}
 	settings := []SettingPlan{
-		{Server: unit, Key: "shared_buffers", Restart: true},
-		{Server: unit, Key: "random_page_cost"},
-		{Server: bare, Key: "huge_pages", Restart: true},
-		{Server: bare, Key: "max_connections", Restart: true, Unchanged: true},
+		{Server: unit, Key: "shared_buffers", Restart: true, SavedByServer: true},
+		{Server: unit, Key: "random_page_cost", SavedByServer: true},
+		{Server: bare, Key: "huge_pages", Restart: true, SavedByServer: true},
+		{Server: bare, Key: "max_connections", Restart: true, Unchanged: true, SavedByServer: true},
 	}
 	got := strings.Join(restarts(settings, false), "\n")
 	want := "postgres:5432 needs a restart for shared_buffers: not restarted (give --allow-restart, or systemctl restart postgresql@15-main.service)\n" +
@@ -349,31 +351,31 @@ func TestLiveMySQLSetGlobal(t *testing.T) {
 		t.Fatal("the private server was not discovered")
 	}
 	ctx := context.Background()
-	srv, err := connect(ctx, h, in.Instance, engine.Options{})
+	srv, err := engine.OpenSettings(ctx, h, in.Instance, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.close()
-	cur, err := srv.get(ctx, "innodb_io_capacity")
+	defer srv.Close()
+	cur, err := srv.Get(ctx, "innodb_io_capacity")
 	if err != nil || cur.Value == "1000" {
 		t.Fatalf("innodb_io_capacity %q, %v", cur.Value, err)
 	}
 	ref := ServerRef{Engine: string(engine.MySQL), Name: in.Name(), DataDir: in.DataDir, Port: in.Port}
 	sp := SettingPlan{Server: ref, Key: "innodb_io_capacity", Old: cur.Value, New: "1000"}
-	if err := srv.change(ctx, sp); err != nil {
+	if err := srv.Change(ctx, sp.Key, sp.New, false); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _, err := srv.applied(ctx, sp); !ok || err != nil {
+	if ok, _, err := srv.Applied(ctx, sp.Key, sp.New, false); !ok || err != nil {
 		t.Fatalf("applied = %v, %v", ok, err)
 	}
 	b, _ := json.Marshal(settingUndo{Server: ref, Key: sp.Key, Old: sp.Old})
 	if err := undoSetting(b); err != nil {
 		t.Fatal(err)
 	}
-	if now, _ := srv.get(ctx, "innodb_io_capacity"); now.Value != cur.Value {
+	if now, _ := srv.Get(ctx, "innodb_io_capacity"); now.Value != cur.Value {
 		t.Fatalf("innodb_io_capacity is %s after the undo, was %s", now.Value, cur.Value)
 	}
-	if _, err := literal("x'; DROP TABLE t; --"); err == nil {
+	if _, err := mysql.Literal("x'; DROP TABLE t; --"); err == nil {
 		t.Error("literal took a quote")
 	}
 }
@@ -441,7 +443,7 @@ func TestLivePGRestartSetting(t *testing.T) {
 		t.Fatal("the private server was not discovered")
 	}
 	ref := ServerRef{Engine: string(engine.Postgres), Name: in.Name(), DataDir: in.DataDir, Port: in.Port}
-	sp := SettingPlan{Server: ref, Key: "max_prepared_transactions", Old: "0", New: "7", Restart: true}
+	sp := SettingPlan{Server: ref, Key: "max_prepared_transactions", Old: "0", New: "7", Restart: true, SavedByServer: true}
 	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -459,7 +461,7 @@ func TestLivePGRestartSetting(t *testing.T) {
 		t.Fatal(err)
 	}
 	if after := readAuto(t, s); after != before {
-		t.Fatalf("undo left %s:\n%s", autoConf, after)
+		t.Fatalf("undo left %s:\n%s", postgres.AutoConf, after)
 	}
 	if v := pgShow(t, s, "max_prepared_transactions"); v != "0" {
 		t.Fatalf("max_prepared_transactions is %s after the undo", v)
@@ -523,7 +525,7 @@ func TestLivePGAllowRestart(t *testing.T) {
 	}
 	ref := ServerRef{Engine: string(engine.Postgres), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID,
 		Unit: "dbhost-test-pg.service"}
-	sp := SettingPlan{Server: ref, Key: "max_prepared_transactions", Old: "0", New: "7", Restart: true}
+	sp := SettingPlan{Server: ref, Key: "max_prepared_transactions", Old: "0", New: "7", Restart: true, SavedByServer: true}
 	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -264,11 +264,11 @@ func printPlan(w io.Writer, p *apply.Plan) {
 		fmt.Fprintf(w, "\nvalue %s: %s -> %s (for %s)\n", v.Path, v.Old, v.New, strings.Join(v.Findings, ", "))
 	}
 	for _, s := range p.Settings {
-		if s.Unchanged && s.Server.Engine != "mysql" {
+		if s.Unchanged && s.SavedByServer {
 			fmt.Fprintf(w, "\nsetting %s %s: already saved as %s\n", s.Server.Name, s.Key, s.New)
 			continue
 		}
-		fmt.Fprintf(w, "\nsetting %s %s: %s -> %s by %s (for %s)\n", s.Server.Name, s.Key, s.Old, s.New, s.How(), strings.Join(s.Findings, ", "))
+		fmt.Fprintf(w, "\nsetting %s %s: %s -> %s by %s (for %s)\n", s.Server.Name, s.Key, s.Old, s.New, s.Method, strings.Join(s.Findings, ", "))
 	}
 	if len(p.NotApplied) > 0 {
 		fmt.Fprintln(w, "\nNot applied (left to a person):")
