@@ -307,17 +307,27 @@ func open(ctx context.Context, conns map[ServerRef]engine.SettingsConn, ref Serv
 	return s, nil
 }
 
-func applySetting(ctx context.Context, j *journal.Journal, conns map[ServerRef]engine.SettingsConn, sp SettingPlan, co engine.Options, opts Options) error {
+// current logs in to sp's server and checks that the setting is still as
+// the plan read it.
+func current(ctx context.Context, conns map[ServerRef]engine.SettingsConn, sp SettingPlan, co engine.Options) (engine.SettingsConn, error) {
 	s, err := open(ctx, conns, sp.Server, co)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cur, err := s.Get(ctx, sp.Key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if why := changedSince(cur, sp); why != "" {
-		return errors.New("refusing to apply: " + why)
+		return nil, errors.New("refusing to apply: " + why)
+	}
+	return s, nil
+}
+
+func applySetting(ctx context.Context, j *journal.Journal, conns map[ServerRef]engine.SettingsConn, sp SettingPlan, co engine.Options, opts Options) error {
+	s, err := current(ctx, conns, sp, co)
+	if err != nil {
+		return err
 	}
 	if err := j.Record(KindSetting, sp.Server.Name+" "+sp.Key, settingUndo{Server: sp.Server, Key: sp.Key, Restart: sp.Restart,
 		Saved: sp.Saved, Old: sp.Old, OptionOnly: sp.OptionOnly}); err != nil {
@@ -381,23 +391,10 @@ func verifySettings(settings []SettingPlan) error {
 	}()
 	for _, sp := range settings {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*timeout(co))
-		err := func() error {
-			s, err := open(ctx, conns, sp.Server, co)
-			if err != nil {
-				return err
-			}
-			cur, err := s.Get(ctx, sp.Key)
-			if err != nil {
-				return err
-			}
-			if why := changedSince(cur, sp); why != "" {
-				return errors.New(why)
-			}
-			return nil
-		}()
+		_, err := current(ctx, conns, sp, co)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("refusing to apply: setting %s of %s: %w", sp.Key, sp.Server, err)
+			return fmt.Errorf("setting %s of %s: %w", sp.Key, sp.Server, err)
 		}
 	}
 	return nil

@@ -335,21 +335,7 @@ func TestLiveMySQLOptionFileApplyRollback(t *testing.T) {
 func TestLiveMySQLSetGlobal(t *testing.T) {
 	testdb.Need(t, "root", os.Geteuid() == 0)
 	s, _ := mariaDBIncluding(t)
-	h, err := host.Open("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	f := facts.Gather(context.Background(), h, facts.Options{})
-	var in *facts.Instance
-	for _, x := range f.Instances {
-		if x.Engine == engine.MySQL && x.Port == s.Port {
-			in = x
-		}
-	}
-	if in == nil {
-		t.Fatal("the private server was not discovered")
-	}
+	h, in := liveInstance(t, engine.MySQL, s.Port)
 	ctx := context.Background()
 	srv, err := engine.OpenSettings(ctx, h, in.Instance, engine.Options{})
 	if err != nil {
@@ -427,21 +413,7 @@ func TestLivePGRestartSetting(t *testing.T) {
 	testdb.Need(t, "root", os.Geteuid() == 0)
 	s := testdb.Postgres(t, testdb.Options{})
 	before := readAuto(t, s)
-	h, err := host.Open("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	f := facts.Gather(context.Background(), h, facts.Options{})
-	var in *facts.Instance
-	for _, x := range f.Instances {
-		if x.Engine == engine.Postgres && x.Port == s.Port {
-			in = x
-		}
-	}
-	if in == nil {
-		t.Fatal("the private server was not discovered")
-	}
+	_, in := liveInstance(t, engine.Postgres, s.Port)
 	ref := ServerRef{Engine: string(engine.Postgres), Name: in.Name(), DataDir: in.DataDir, Port: in.Port}
 	sp := SettingPlan{Server: ref, Key: "max_prepared_transactions", Old: "0", New: "7", Restart: true, SavedByServer: true}
 	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.json"))
@@ -508,21 +480,7 @@ func TestLivePGAllowRestart(t *testing.T) {
 	t.Cleanup(func() { systemctlPaths = old })
 	systemctlPaths = []string{stand}
 
-	h, err := host.Open("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	f := facts.Gather(context.Background(), h, facts.Options{})
-	var in *facts.Instance
-	for _, x := range f.Instances {
-		if x.Engine == engine.Postgres && x.Port == s.Port {
-			in = x
-		}
-	}
-	if in == nil {
-		t.Fatal("the private server was not discovered")
-	}
+	_, in := liveInstance(t, engine.Postgres, s.Port)
 	ref := ServerRef{Engine: string(engine.Postgres), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID,
 		Unit: "dbhost-test-pg.service"}
 	sp := SettingPlan{Server: ref, Key: "max_prepared_transactions", Old: "0", New: "7", Restart: true, SavedByServer: true}
@@ -549,4 +507,22 @@ func TestLivePGAllowRestart(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], "not restarted") || !strings.Contains(got[0], "writable by group or others") {
 		t.Fatalf("restarts with an untrusted systemctl: %q", got)
 	}
+}
+
+// liveInstance gathers the live host and returns it with the private
+// server of eng on port, as discovery describes it.
+func liveInstance(t *testing.T, eng engine.Engine, port int) (*host.Host, *facts.Instance) {
+	t.Helper()
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	for _, x := range facts.Gather(context.Background(), h, facts.Options{}).Instances {
+		if x.Engine == eng && x.Port == port {
+			return h, x
+		}
+	}
+	t.Fatalf("the private %s server on port %d was not discovered", eng, port)
+	return nil, nil
 }
