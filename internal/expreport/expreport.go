@@ -24,6 +24,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dbhost/dbhost/internal/results"
@@ -46,7 +47,11 @@ type Input struct {
 //go:embed report.html.tmpl
 var pageText string
 
-var page = template.Must(template.New("report").Parse(pageText))
+// page is parsed on first use: every dbhost command would pay for it at
+// start-up otherwise.
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Parse(pageText))
+})
 
 // HTML writes the report as one self-contained HTML file.
 func HTML(w io.Writer, in Input) error {
@@ -58,7 +63,7 @@ func HTML(w io.Writer, in Input) error {
 	// Render into memory first: a template error must not leave half a
 	// file behind the caller's writer.
 	var buf bytes.Buffer
-	if err := page.Execute(&buf, v); err != nil {
+	if err := page().Execute(&buf, v); err != nil {
 		return fmt.Errorf("expreport: %w", err)
 	}
 	_, err = w.Write(buf.Bytes())

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io"
 	"strconv"
+	"sync"
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/termsafe"
@@ -15,7 +16,11 @@ import (
 //go:embed fleet.html.tmpl
 var pageText string
 
-var page = template.Must(template.New("fleet").Parse(pageText))
+// page is parsed on first use: every dbhost command would pay for it at
+// start-up otherwise.
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("fleet").Parse(pageText))
+})
 
 // maxInlineHosts is how many hosts a setting's value lists before the rest
 // fold into a <details> element.
@@ -29,7 +34,7 @@ const maxInlineHosts = 12
 // to a terminal cannot drive it and a host name cannot display reversed.
 func WriteHTML(w io.Writer, r *Report) error {
 	var buf bytes.Buffer
-	if err := page.Execute(&buf, newView(r)); err != nil {
+	if err := page().Execute(&buf, newView(r)); err != nil {
 		return fmt.Errorf("fleet report: %w", err)
 	}
 	_, err := w.Write(buf.Bytes())
