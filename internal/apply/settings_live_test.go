@@ -11,9 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
@@ -51,32 +48,6 @@ func pgLive(t *testing.T, s *testdb.Server) (check.Finding, fix.Context, *Server
 	return check.Finding{}, fix.Context{}, nil
 }
 
-func pgShow(t *testing.T, s *testdb.Server, key string) string {
-	t.Helper()
-	c, err := pgconn.Connect(context.Background(), fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", s.Socket, s.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	res, err := c.Exec(context.Background(), "SHOW "+key).ReadAll()
-	if err != nil || len(res) != 1 || len(res[0].Rows) != 1 {
-		t.Fatalf("SHOW %s: %v", key, err)
-	}
-	return string(res[0].Rows[0][0])
-}
-
-func pgExec(t *testing.T, s *testdb.Server, sql string) {
-	t.Helper()
-	c, err := pgconn.Connect(context.Background(), fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", s.Socket, s.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	if _, err := c.Exec(context.Background(), sql).ReadAll(); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
 func readAuto(t *testing.T, s *testdb.Server) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(s.DataDir, postgres.AutoConf))
@@ -90,14 +61,7 @@ func pgFailing(t *testing.T) (*testdb.Server, check.Finding, fix.Context, *Serve
 	t.Helper()
 	testdb.Need(t, "root", os.Geteuid() == 0)
 	s := testdb.Postgres(t, testdb.Options{})
-	pgExec(t, s, "ALTER SYSTEM SET password_encryption = 'md5'")
-	pgExec(t, s, "SELECT pg_reload_conf()")
-	for i := 0; pgShow(t, s, "password_encryption") != "md5"; i++ {
-		if i == 100 {
-			t.Fatal("the server did not reload password_encryption = md5")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	s.PGSet(t, "password_encryption", "md5")
 	fd, fc, srv := pgLive(t, s)
 	if fd.Status != check.Fail {
 		t.Fatalf("%s does not fail with password_encryption md5: %s", pgCheck, fd.Reason)
@@ -137,7 +101,7 @@ func TestLivePGSettingApplyRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := pgShow(t, s, "password_encryption"); got != "scram-sha-256" {
+	if got := s.SQL(t, "SHOW password_encryption"); got != "scram-sha-256" {
 		t.Fatalf("password_encryption is %s after apply", got)
 	}
 	if len(cs.After) != 1 || cs.After[0].Status != string(check.Pass) {
@@ -152,7 +116,7 @@ func TestLivePGSettingApplyRollback(t *testing.T) {
 	if after := readAuto(t, s); after != before {
 		t.Fatalf("rollback changed %s:\nbefore:\n%s\nafter:\n%s", postgres.AutoConf, before, after)
 	}
-	if got := pgShow(t, s, "password_encryption"); got != "md5" {
+	if got := s.SQL(t, "SHOW password_encryption"); got != "md5" {
 		t.Fatalf("password_encryption is %s after rollback", got)
 	}
 }
@@ -165,7 +129,7 @@ func TestLivePGSettingChangedSincePlan(t *testing.T) {
 	if err != nil || len(p.Settings) != 1 {
 		t.Fatalf("plan: %+v, %v", p, err)
 	}
-	pgExec(t, s, "ALTER SYSTEM SET password_encryption = 'scram-sha-256'")
+	s.SQL(t, "ALTER SYSTEM SET password_encryption = 'scram-sha-256'")
 	edited := readAuto(t, s)
 	state := t.TempDir()
 	_, err = Apply(p, Options{StateDir: state})
@@ -208,7 +172,7 @@ func TestLivePGSettingKilledApplyIsRecovered(t *testing.T) {
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("child did not die of SIGKILL: %v\n%s", err, out)
 	}
-	if readAuto(t, s) == before || pgShow(t, s, "password_encryption") != "scram-sha-256" {
+	if readAuto(t, s) == before || s.SQL(t, "SHOW password_encryption") != "scram-sha-256" {
 		t.Fatal("the killed apply had not changed the setting")
 	}
 	ids, err := Recover(state)
@@ -218,7 +182,7 @@ func TestLivePGSettingKilledApplyIsRecovered(t *testing.T) {
 	if after := readAuto(t, s); after != before {
 		t.Fatalf("recover left %s:\n%s\nwas:\n%s", postgres.AutoConf, after, before)
 	}
-	if got := pgShow(t, s, "password_encryption"); got != "md5" {
+	if got := s.SQL(t, "SHOW password_encryption"); got != "md5" {
 		t.Fatalf("password_encryption is %s after recover", got)
 	}
 }
@@ -424,10 +388,10 @@ func TestLivePGRestartSetting(t *testing.T) {
 		t.Fatal(err)
 	}
 	pending := func() string {
-		return pgQuery(t, s, "SELECT pending_restart FROM pg_settings WHERE name = 'max_prepared_transactions'")
+		return s.SQL(t, "SELECT pending_restart FROM pg_settings WHERE name = 'max_prepared_transactions'")
 	}
-	if pending() != "t" || pgShow(t, s, "max_prepared_transactions") != "0" {
-		t.Fatalf("after apply: pending %s, value %s", pending(), pgShow(t, s, "max_prepared_transactions"))
+	if pending() != "t" || s.SQL(t, "SHOW max_prepared_transactions") != "0" {
+		t.Fatalf("after apply: pending %s, value %s", pending(), s.SQL(t, "SHOW max_prepared_transactions"))
 	}
 	if err := j.Restore(); err != nil {
 		t.Fatal(err)
@@ -435,23 +399,9 @@ func TestLivePGRestartSetting(t *testing.T) {
 	if after := readAuto(t, s); after != before {
 		t.Fatalf("undo left %s:\n%s", postgres.AutoConf, after)
 	}
-	if v := pgShow(t, s, "max_prepared_transactions"); v != "0" {
+	if v := s.SQL(t, "SHOW max_prepared_transactions"); v != "0" {
 		t.Fatalf("max_prepared_transactions is %s after the undo", v)
 	}
-}
-
-func pgQuery(t *testing.T, s *testdb.Server, sql string) string {
-	t.Helper()
-	c, err := pgconn.Connect(context.Background(), fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", s.Socket, s.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	res, err := c.Exec(context.Background(), sql).ReadAll()
-	if err != nil || len(res) != 1 || len(res[0].Rows) != 1 {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return string(res[0].Rows[0][0])
 }
 
 // TestLivePGAllowRestart: with AllowRestart, a server with a pending
@@ -498,7 +448,7 @@ func TestLivePGAllowRestart(t *testing.T) {
 	if b, _ := os.ReadFile(calls); string(b) != "restart dbhost-test-pg.service\n" {
 		t.Fatalf("systemctl calls: %q", b)
 	}
-	if v := pgShow(t, s, "max_prepared_transactions"); v != "7" {
+	if v := s.SQL(t, "SHOW max_prepared_transactions"); v != "7" {
 		t.Fatalf("max_prepared_transactions is %s after the restart", v)
 	}
 

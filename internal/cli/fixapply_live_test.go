@@ -75,14 +75,7 @@ func setupLive(t testing.TB) *liveHost {
 	// inherited.
 	l.pg = testdb.Postgres(t, testdb.Options{Nproc: "30:"})
 	// password_encryption md5, as an ALTER SYSTEM entry (pg.hardening.md5).
-	pgDo(t, l.pg, "ALTER SYSTEM SET password_encryption = 'md5'")
-	pgDo(t, l.pg, "SELECT pg_reload_conf()")
-	for i := 0; pgDo(t, l.pg, "SHOW password_encryption") != "md5"; i++ {
-		if i == 100 {
-			t.Fatal("the private server did not reload")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	l.pg.PGSet(t, "password_encryption", "md5")
 	l.dev = dataDevice(t, l.pg.DataDir)
 	sched := ""
 	for _, s := range []string{"bfq", "kyber"} { // never right under a database
@@ -201,7 +194,7 @@ func (l *liveHost) listing() string {
 		l.t.Fatal(err)
 	}
 	out = append(out, auto+" = "+strings.ReplaceAll(string(b), "\n", `\n`),
-		"password_encryption = "+pgDo(l.t, l.pg, "SHOW password_encryption"))
+		"password_encryption = "+l.pg.SQL(l.t, "SHOW password_encryption"))
 	sort.Strings(out)
 	return strings.Join(out, "\n") + "\n"
 }
@@ -486,7 +479,7 @@ func TestLiveFixApply(t *testing.T) {
 	if b, _ := os.ReadFile(l.queue("read_ahead_kb")); strings.TrimSpace(string(b)) != "128" {
 		t.Errorf("read_ahead_kb after --apply: %s", b)
 	}
-	if v := pgDo(t, l.pg, "SHOW password_encryption"); v != "scram-sha-256" {
+	if v := l.pg.SQL(t, "SHOW password_encryption"); v != "scram-sha-256" {
 		t.Errorf("password_encryption after --apply: %s", v)
 	}
 	if _, hist, _ := l.run("fix", "--history"); !strings.Contains(hist, id+"  applied ") {

@@ -1,37 +1,16 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/dbhost/dbhost/internal/apply"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
-
-func pgDo(t testing.TB, s *testdb.Server, sql string) string {
-	t.Helper()
-	c, err := pgconn.Connect(context.Background(), fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres", s.Socket, s.Port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	res, err := c.Exec(context.Background(), sql).ReadAll()
-	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	if len(res) == 1 && len(res[0].Rows) == 1 {
-		return string(res[0].Rows[0][0])
-	}
-	return ""
-}
 
 // TestFixPlanPGSetting runs --plan against a private PostgreSQL whose
 // password_encryption is md5 (an ALTER SYSTEM entry): the plan names the
@@ -42,14 +21,7 @@ func pgDo(t testing.TB, s *testdb.Server, sql string) string {
 func TestFixPlanPGSetting(t *testing.T) {
 	testdb.Need(t, "root", os.Geteuid() == 0)
 	s := testdb.Postgres(t, testdb.Options{})
-	pgDo(t, s, "ALTER SYSTEM SET password_encryption = 'md5'")
-	pgDo(t, s, "SELECT pg_reload_conf()")
-	for i := 0; pgDo(t, s, "SHOW password_encryption") != "md5"; i++ {
-		if i == 100 {
-			t.Fatal("no reload")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	s.PGSet(t, "password_encryption", "md5")
 	inst := fmt.Sprintf("postgres:%d", s.Port)
 	line := "setting " + inst + " password_encryption: md5 -> scram-sha-256 by ALTER SYSTEM + pg_reload_conf()"
 	saved := filepath.Join(t.TempDir(), "plan.json")
