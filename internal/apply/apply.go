@@ -144,7 +144,9 @@ func Apply(p *Plan, opts Options) (*ChangeSet, error) {
 			settings = append(settings, s)
 		}
 	}
-	if err := verifySettings(settings); err != nil {
+	live := newLiveServers()
+	defer live.close()
+	if err := live.verify(settings); err != nil {
 		return nil, err
 	}
 	if !p.Changes() {
@@ -218,7 +220,7 @@ func Apply(p *Plan, opts Options) (*ChangeSet, error) {
 		}
 		opts.step("set " + v.Path)
 	}
-	if err := applySettings(j, cs.Settings, opts); err != nil {
+	if err := live.apply(j, cs.Settings, opts); err != nil {
 		return fail(err)
 	}
 	cs.Notes = append(cs.Notes, udevTrigger(cs)...)

@@ -25,14 +25,20 @@ const (
 	liveCheck = "mem.dirty"
 )
 
-func liveFindings(t *testing.T, only ...string) ([]check.Finding, fix.Context) {
+// liveFacts gathers the live host.
+func liveFacts(t *testing.T) *facts.Facts {
 	t.Helper()
 	h, err := host.Open("/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	f := facts.Gather(context.Background(), h, facts.Options{})
+	return facts.Gather(context.Background(), h, facts.Options{})
+}
+
+func liveFindings(t *testing.T, only ...string) ([]check.Finding, fix.Context) {
+	t.Helper()
+	f := liveFacts(t)
 	return check.Run(f, check.Selector{Only: only}), fix.ContextFrom(f)
 }
 

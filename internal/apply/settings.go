@@ -273,20 +273,40 @@ func undoSetting(data json.RawMessage) error {
 	return nil
 }
 
-// applySettings journals and changes each setting, then waits until the
-// server runs with it (or, for a restart setting, says a restart is
-// pending).
-func applySettings(j *journal.Journal, settings []SettingPlan, opts Options) error {
-	conns := map[ServerRef]engine.SettingsConn{}
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	co := connection()
+// liveServers are the connections one apply holds, one per server, for
+// its check against the plan and its changes alike.
+type liveServers struct {
+	co    engine.Options
+	conns map[ServerRef]engine.SettingsConn
+}
+
+func newLiveServers() *liveServers {
+	return &liveServers{co: connection(), conns: map[ServerRef]engine.SettingsConn{}}
+}
+
+func (l *liveServers) close() {
+	for _, c := range l.conns {
+		c.Close()
+	}
+}
+
+func (l *liveServers) open(ctx context.Context, ref ServerRef) (engine.SettingsConn, error) {
+	if s, ok := l.conns[ref]; ok {
+		return s, nil
+	}
+	s, err := dialServer(ctx, ref, l.co)
+	if err != nil {
+		return nil, err
+	}
+	l.conns[ref] = s
+	return s, nil
+}
+
+// each runs fn for every setting, each with its own time limit.
+func (l *liveServers) each(settings []SettingPlan, fn func(ctx context.Context, sp SettingPlan) error) error {
 	for _, sp := range settings {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*timeout(co))
-		err := applySetting(ctx, j, conns, sp, co, opts)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*timeout(l.co))
+		err := fn(ctx, sp)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("setting %s of %s: %w", sp.Key, sp.Server, err)
@@ -295,22 +315,10 @@ func applySettings(j *journal.Journal, settings []SettingPlan, opts Options) err
 	return nil
 }
 
-func open(ctx context.Context, conns map[ServerRef]engine.SettingsConn, ref ServerRef, co engine.Options) (engine.SettingsConn, error) {
-	if s, ok := conns[ref]; ok {
-		return s, nil
-	}
-	s, err := dialServer(ctx, ref, co)
-	if err != nil {
-		return nil, err
-	}
-	conns[ref] = s
-	return s, nil
-}
-
 // current logs in to sp's server and checks that the setting is still as
 // the plan read it.
-func current(ctx context.Context, conns map[ServerRef]engine.SettingsConn, sp SettingPlan, co engine.Options) (engine.SettingsConn, error) {
-	s, err := open(ctx, conns, sp.Server, co)
+func (l *liveServers) current(ctx context.Context, sp SettingPlan) (engine.SettingsConn, error) {
+	s, err := l.open(ctx, sp.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -324,11 +332,28 @@ func current(ctx context.Context, conns map[ServerRef]engine.SettingsConn, sp Se
 	return s, nil
 }
 
-func applySetting(ctx context.Context, j *journal.Journal, conns map[ServerRef]engine.SettingsConn, sp SettingPlan, co engine.Options, opts Options) error {
-	s, err := current(ctx, conns, sp, co)
-	if err != nil {
+// verify refuses an apply over a setting someone changed since the plan
+// read it.
+func (l *liveServers) verify(settings []SettingPlan) error {
+	return l.each(settings, func(ctx context.Context, sp SettingPlan) error {
+		_, err := l.current(ctx, sp)
 		return err
-	}
+	})
+}
+
+// apply journals and changes each setting, then waits until the server
+// runs with it (or, for a restart setting, says a restart is pending).
+func (l *liveServers) apply(j *journal.Journal, settings []SettingPlan, opts Options) error {
+	return l.each(settings, func(ctx context.Context, sp SettingPlan) error {
+		s, err := l.current(ctx, sp)
+		if err != nil {
+			return err
+		}
+		return applySetting(ctx, j, s, sp, opts)
+	})
+}
+
+func applySetting(ctx context.Context, j *journal.Journal, s engine.SettingsConn, sp SettingPlan, opts Options) error {
 	if err := j.Record(KindSetting, sp.Server.Name+" "+sp.Key, settingUndo{Server: sp.Server, Key: sp.Key, Restart: sp.Restart,
 		Saved: sp.Saved, Old: sp.Old, OptionOnly: sp.OptionOnly}); err != nil {
 		return err
@@ -377,27 +402,6 @@ func showSaved(s *string) string {
 		return "no entry"
 	}
 	return fmt.Sprintf("%q", *s)
-}
-
-// verifySettings refuses an apply over a setting someone changed since the
-// plan read it.
-func verifySettings(settings []SettingPlan) error {
-	co := connection()
-	conns := map[ServerRef]engine.SettingsConn{}
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	for _, sp := range settings {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*timeout(co))
-		_, err := current(ctx, conns, sp, co)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("setting %s of %s: %w", sp.Key, sp.Server, err)
-		}
-	}
-	return nil
 }
 
 // trustedDir refuses a directory others than root could change (it, or a

@@ -32,12 +32,7 @@ const pgCheck = "pg.hardening.md5"
 // finding, the fix context and the servers to plan settings on.
 func pgLive(t *testing.T, s *testdb.Server) (check.Finding, fix.Context, *Servers) {
 	t.Helper()
-	h, err := host.Open("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	f := facts.Gather(context.Background(), h, facts.Options{})
+	f := liveFacts(t)
 	subject := fmt.Sprintf("postgres:%d", s.Port)
 	for _, fd := range check.Run(f, check.Selector{Only: []string{pgCheck}}) {
 		if fd.Subject == subject {
@@ -250,12 +245,7 @@ func TestLiveMySQLOptionFileApplyRollback(t *testing.T) {
 	testdb.Need(t, "root", os.Geteuid() == 0)
 	s, confd := mariaDBIncluding(t)
 	const id = "mysql.hardening.symbolic_links"
-	h, err := host.Open("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := facts.Gather(context.Background(), h, facts.Options{})
-	h.Close()
+	f := liveFacts(t)
 	var fd *check.Finding
 	for _, x := range check.Run(f, check.Selector{Only: []string{id}}) {
 		if x.Subject == fmt.Sprintf("mysql:%d", s.Port) {
@@ -336,12 +326,7 @@ func TestLiveMySQLSetGlobal(t *testing.T) {
 func TestLivePGCommandLineWins(t *testing.T) {
 	testdb.Need(t, "root", os.Geteuid() == 0)
 	s := testdb.Postgres(t, testdb.Options{})
-	h, err := host.Open("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := facts.Gather(context.Background(), h, facts.Options{})
-	h.Close()
+	f := liveFacts(t)
 	inst := fmt.Sprintf("postgres:%d", s.Port)
 	var sel []check.Finding
 	for _, x := range check.Run(f, check.Selector{Only: []string{"pg.shared_buffers"}}) {
@@ -380,13 +365,7 @@ func TestLivePGRestartSetting(t *testing.T) {
 	_, in := liveInstance(t, engine.Postgres, s.Port)
 	ref := ServerRef{Engine: string(engine.Postgres), Name: in.Name(), DataDir: in.DataDir, Port: in.Port}
 	sp := SettingPlan{Server: ref, Key: "max_prepared_transactions", Old: "0", New: "7", Restart: true, SavedByServer: true}
-	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := applySettings(j, []SettingPlan{sp}, Options{}); err != nil {
-		t.Fatal(err)
-	}
+	j := applyPending(t, sp)
 	pending := func() string {
 		return s.SQL(t, "SELECT pending_restart FROM pg_settings WHERE name = 'max_prepared_transactions'")
 	}
@@ -434,13 +413,7 @@ func TestLivePGAllowRestart(t *testing.T) {
 	ref := ServerRef{Engine: string(engine.Postgres), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID,
 		Unit: "dbhost-test-pg.service"}
 	sp := SettingPlan{Server: ref, Key: "max_prepared_transactions", Old: "0", New: "7", Restart: true, SavedByServer: true}
-	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := applySettings(j, []SettingPlan{sp}, Options{}); err != nil {
-		t.Fatal(err)
-	}
+	applyPending(t, sp)
 	got := restarts([]SettingPlan{sp}, true)
 	if len(got) != 1 || !strings.HasSuffix(got[0], "restarted through dbhost-test-pg.service; it runs with the new values") {
 		t.Fatalf("restarts: %q", got)
@@ -476,3 +449,20 @@ func liveInstance(t *testing.T, eng engine.Engine, port int) (*host.Host, *facts
 	t.Fatalf("the private %s server on port %d was not discovered", eng, port)
 	return nil, nil
 }
+
+// applyPending changes a setting as an apply does, journaled, and returns
+// the journal.
+func applyPending(t *testing.T, sp SettingPlan) *journal.Journal {
+	t.Helper()
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := newLiveServers()
+	defer live.close()
+	if err := live.apply(j, []SettingPlan{sp}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
