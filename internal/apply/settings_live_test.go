@@ -466,3 +466,34 @@ func applyPending(t *testing.T, sp SettingPlan) *journal.Journal {
 	return j
 }
 
+// TestLivePGQuoting: a value with a quote and a backslash reaches
+// postgresql.auto.conf as it is, also where standard_conforming_strings
+// is off (backslashes in plain quoted literals are escapes there), and Restore
+// removes the entry again.
+func TestLivePGQuoting(t *testing.T) {
+	testdb.Need(t, "root", os.Geteuid() == 0)
+	s := testdb.Postgres(t, testdb.Options{})
+	s.PGSet(t, "standard_conforming_strings", "off")
+	before := readAuto(t, s)
+	h, in := liveInstance(t, engine.Postgres, s.Port)
+	ctx := context.Background()
+	c, err := engine.OpenSettings(ctx, h, in.Instance, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const v = `it's a\b`
+	if err := c.Change(ctx, "application_name", v, false); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Get(ctx, "application_name")
+	if err != nil || st.Saved == nil || *st.Saved != v {
+		t.Fatalf("saved %v, %v; want %q", st.Saved, err, v)
+	}
+	if err := c.Restore(ctx, "application_name", engine.SettingState{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if after := readAuto(t, s); after != before {
+		t.Fatalf("%s after restore:\n%s", postgres.AutoConf, after)
+	}
+}

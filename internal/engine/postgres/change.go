@@ -127,7 +127,10 @@ func (s *settingsConn) save(ctx context.Context, key string, value *string) erro
 		if strings.ContainsAny(*value, "\x00\n\r") {
 			return fmt.Errorf("refusing value %q", *value)
 		}
-		sql = "ALTER SYSTEM SET " + key + " = '" + strings.ReplaceAll(*value, "'", "''") + "'"
+		// An E'' literal escapes the same way whatever
+		// standard_conforming_strings says.
+		esc := strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(*value)
+		sql = "ALTER SYSTEM SET " + key + " = E'" + esc + "'"
 	}
 	loaded := func() (string, error) {
 		rows, err := s.query(ctx, "SELECT pg_conf_load_time()::text")
