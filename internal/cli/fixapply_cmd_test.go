@@ -173,6 +173,7 @@ func TestFixApplyFlagErrors(t *testing.T) {
 		{"fix", "--apply", "--from", snap}, // a snapshot is not this host
 		{"fix", "--apply", "--out", t.TempDir(), "--from", snap, "--root", t.TempDir()},
 		{"fix", "--plan-file", "x.json", "--plan", "--from", snap, "--root", t.TempDir()},
+		{"fix", "--allow-restart", "--plan", "--from", snap, "--root", t.TempDir()}, // restarts only with --apply
 	} {
 		if code, _, _ := runCLI(t, args...); code != ExitError {
 			t.Errorf("%v: exit %d, want %d", args, code, ExitError)

@@ -1,20 +1,21 @@
-package host
+package host_test
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/testdb"
 )
 
 // A directory root writes into must be root's alone, as a program root
 // runs must be: not writable by others, no foreign link on the way, and a
 // directory.
 func TestCheckTrustedDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the directories must be owned by root")
-	}
-	h, err := Open("/")
+	testdb.Need(t, "root (the directories must be owned by root)", os.Geteuid() == 0)
+	h, err := host.Open("/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,10 +23,10 @@ func TestCheckTrustedDir(t *testing.T) {
 	if err := h.CheckTrustedDir("/etc"); err != nil {
 		t.Errorf("/etc: %v", err)
 	}
-	if err := h.CheckTrustedDir("/etc/passwd"); !errors.Is(err, ErrUntrusted) {
+	if err := h.CheckTrustedDir("/etc/passwd"); !errors.Is(err, host.ErrUntrusted) {
 		t.Errorf("/etc/passwd as a directory: %v", err)
 	}
-	if err := h.CheckTrustedDir("/tmp"); !errors.Is(err, ErrUntrusted) {
+	if err := h.CheckTrustedDir("/tmp"); !errors.Is(err, host.ErrUntrusted) {
 		t.Errorf("/tmp (world-writable): %v", err)
 	}
 	own, err := os.MkdirTemp("/run", "dbhost-trustdir-")
@@ -40,12 +41,12 @@ func TestCheckTrustedDir(t *testing.T) {
 		t.Errorf("%s: %v", sub, err)
 	}
 	os.Chown(sub, 65534, 65534)
-	if err := h.CheckTrustedDir(sub); !errors.Is(err, ErrUntrusted) {
+	if err := h.CheckTrustedDir(sub); !errors.Is(err, host.ErrUntrusted) {
 		t.Errorf("%s owned by nobody: %v", sub, err)
 	}
 	link := filepath.Join(own, "link")
 	os.Symlink("/tmp", link)
-	if err := h.CheckTrustedDir(link); !errors.Is(err, ErrUntrusted) {
+	if err := h.CheckTrustedDir(link); !errors.Is(err, host.ErrUntrusted) {
 		t.Errorf("root's link to /tmp: %v", err)
 	}
 }
