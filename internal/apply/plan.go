@@ -155,11 +155,12 @@ func sortedSet(m map[string]bool) []string {
 	return out
 }
 
-// Select returns the failing findings with a fix, in check order.
+// Select returns the failing findings with a fix, in check order; those
+// about untrusted instances have advice only and are left out.
 func Select(findings []check.Finding) []check.Finding {
 	var out []check.Finding
 	for _, f := range findings {
-		if f.Status == check.Fail && f.Fix != nil && !f.Fix.Empty() {
+		if f.Status == check.Fail && f.Fix != nil && !f.Fix.Empty() && !f.Untrusted {
 			out = append(out, f)
 		}
 	}

@@ -65,8 +65,11 @@ type ServerRef struct {
 	// way --allow-restart restarts it.
 	Unit string `json:"unit,omitempty"`
 	// PID is the main process when planned: where to look first (it is
-	// described again and must match; a restart changes it).
-	PID int `json:"pid,omitempty"`
+	// described again and must match; a restart changes it). Start is its
+	// start time (clock ticks after boot): the same PID with another start
+	// is another process.
+	PID   int    `json:"pid,omitempty"`
+	Start uint64 `json:"start,omitempty"`
 }
 
 func (r ServerRef) String() string { return r.Name }
@@ -106,12 +109,20 @@ func dialServer(ctx context.Context, ref ServerRef, opts engine.Options) (engine
 		return nil, err
 	}
 	defer h.Close()
+	// Only a trusted server is the one a plan was made for: a look-alike
+	// that names the same data directory and port is not.
 	find := func(t *engine.Table) *engine.Instance {
-		insts, _ := engine.Discover(ctx, h, t, engine.Options{NoConnect: true, Timeout: opts.Timeout})
+		o := opts
+		o.NoConnect = true
+		insts, _ := engine.Discover(ctx, h, t, o)
 		for _, in := range insts {
-			if string(in.Engine) == ref.Engine && in.DataDir == ref.DataDir && in.Port == ref.Port {
-				return in
+			if string(in.Engine) != ref.Engine || in.DataDir != ref.DataDir || in.Port != ref.Port || !in.Trusted() {
+				continue
 			}
+			if in.PID == ref.PID && ref.Start != 0 && startTime(h, in.PID) != ref.Start {
+				continue // the PID was reused
+			}
+			return in
 		}
 		return nil
 	}
@@ -130,6 +141,19 @@ func dialServer(ctx context.Context, ref ServerRef, opts engine.Options) (engine
 		return engine.OpenSettings(ctx, h, in, opts)
 	}
 	return nil, fmt.Errorf("%s (data directory %s) is not running", ref.Name, ref.DataDir)
+}
+
+// startTime is the start of a process in clock ticks after boot (0:
+// unknown).
+func startTime(h *host.Host, pid int) uint64 {
+	if h == nil {
+		return 0
+	}
+	st, err := h.ProcStat(pid)
+	if err != nil {
+		return 0
+	}
+	return st.Starttime
 }
 
 func process(h *host.Host, pid int) (engine.Process, error) {
@@ -152,6 +176,12 @@ func process(h *host.Host, pid int) (engine.Process, error) {
 // returned as reasons, per instance and key.
 func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []SettingPlan, skipped map[string]string) {
 	skipped = map[string]string{}
+	// The planned process's start time tells it from a later one with
+	// the same PID.
+	h0, _ := host.Open("/")
+	if h0 != nil {
+		defer h0.Close()
+	}
 	byName := map[string]*facts.Instance{}
 	for _, in := range srv.Instances {
 		byName[in.Name()] = in
@@ -178,6 +208,9 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 				continue
 			case !engine.ChangesSettings(in.Instance):
 				skipped[id] = fmt.Sprintf("%s settings are not changed by this version", in.Engine)
+				continue
+			case !in.Trusted():
+				skipped[id] = "the instance is not trusted (" + in.Trust.Why + "): dbhost changes only the settings of a server it trusts"
 				continue
 			case in.DataDir == "":
 				skipped[id] = "its data directory is unknown, so a later rollback could not find it again"
@@ -221,7 +254,7 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 				skipped[id] = "the server shows no variable " + c.Key + " to set at run time"
 				continue
 			}
-			ref := ServerRef{Engine: string(in.Engine), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID}
+			ref := ServerRef{Engine: string(in.Engine), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID, Start: startTime(h0, in.PID)}
 			if in.Unit != nil && in.Unit.How == "cgroup" {
 				ref.Unit = in.Unit.Name
 			}

@@ -7,6 +7,7 @@ package check
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
 // Severity ranks how much a failed check matters.
@@ -181,6 +183,9 @@ type Finding struct {
 	Reason   string     `json:"reason"`
 	Fix      *fix.Fix   `json:"fix,omitempty"`
 	Refs     []string   `json:"refs,omitempty"`
+	// Untrusted: the subject is an instance dbhost does not trust; the
+	// finding has advice, never a fix (see engine.Trust).
+	Untrusted bool `json:"untrusted,omitempty"`
 }
 
 // Selector picks checks by ID or domain prefix ("mem", "storage.nfs").
@@ -210,13 +215,67 @@ func matchAny(id string, pats []string) bool {
 // Run evaluates the selected checks. A check that panics yields an unknown
 // finding instead of taking the audit down. A failing finding carries its
 // fix as the check gave it; RenderFixes adds the commands and files.
+//
+// The host and its trusted servers are judged as if no untrusted instance
+// ran: what such an instance claims (its settings, ports, limits, memory)
+// must not move a host-wide value or another server's fix. Each untrusted
+// instance is then judged beside the trusted servers, and only the findings
+// about it are kept, with advice in place of a fix.
 func Run(f *facts.Facts, sel Selector) []Finding {
+	trusted, untrusted := f.SplitTrust()
+	base := f
+	if len(untrusted) > 0 {
+		base = f.WithInstances(trusted)
+	}
+	out := runSelected(base, sel, nil)
+	for _, u := range untrusted {
+		view := f.WithInstances(append(slices.Clone(trusted), u))
+		name := u.Name()
+		for _, fd := range runSelected(view, sel, func(subject string) bool { return subject == name }) {
+			fd.Untrusted = true
+			if fd.Fix != nil {
+				fd.Fix = untrustedAdvice(u, fd.Fix)
+			}
+			out = append(out, fd)
+		}
+	}
+	Sort(out)
+	return out
+}
+
+// UntrustedNote says, in one line, which failing findings get no fix
+// because their instance is not trusted ("" when none).
+func UntrustedNote(fds []Finding) string {
+	n, names := 0, map[string]bool{}
+	for _, fd := range fds {
+		if fd.Untrusted && fd.Status == Fail {
+			n++
+			names[fd.Subject] = true
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	list := make([]string, 0, len(names))
+	for k := range names {
+		list = append(list, k)
+	}
+	sort.Strings(list)
+	return fmt.Sprintf("%d failing findings about untrusted instances (%s) get no fix: dbhost writes, sets and runs nothing for an instance it does not trust (dbhost audit says why; --trust-server vouches for a server)", n, strings.Join(list, ", "))
+}
+
+// runSelected runs the selected checks on f and keeps the findings whose
+// subject keep accepts (all when keep is nil).
+func runSelected(f *facts.Facts, sel Selector, keep func(subject string) bool) []Finding {
 	var out []Finding
 	for _, c := range All() {
 		if !sel.Match(c.ID) {
 			continue
 		}
 		for _, r := range runOne(c, f) {
+			if keep != nil && !keep(r.Subject) {
+				continue
+			}
 			fd := Finding{ID: c.ID, Title: c.Title, Severity: c.Severity, Subject: r.Subject,
 				Status: r.Status, Evidence: r.Evidence, Reason: r.Reason, Refs: c.Refs}
 			if r.Severity != 0 {
@@ -231,8 +290,18 @@ func Run(f *facts.Facts, sel Selector) []Finding {
 			out = append(out, fd)
 		}
 	}
-	Sort(out)
 	return out
+}
+
+// untrustedAdvice replaces the fix of a finding about an untrusted instance
+// with advice: nothing to write, set or run, and no text taken from it but
+// its printable name.
+func untrustedAdvice(u *facts.Instance, fx *fix.Fix) *fix.Fix {
+	return &fix.Fix{
+		Summary: "No fix: " + u.Name() + " is not a trusted server",
+		Manual: "dbhost writes, sets and runs nothing for an instance it does not trust (" + termsafe.Line(u.Trust.Why) +
+			"). If it is a server you run, vouch for it with --trust-server and its data directory, or fix it by hand: " + termsafe.Line(fx.Summary) + ".",
+	}
 }
 
 // RenderFixes completes each fix of findings (from Run) for showing it: the

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -76,6 +77,7 @@ type sourceFlags struct {
 	pgDSN     string
 	mysqlDSN  string
 	noConnect bool
+	trust     listFlag
 }
 
 func (s *sourceFlags) register(fs *pflag.FlagSet, withFrom bool) {
@@ -83,6 +85,24 @@ func (s *sourceFlags) register(fs *pflag.FlagSet, withFrom bool) {
 	fs.StringVar(&s.pgDSN, "pg", "", "PostgreSQL connection string (default: local socket with the usual credentials)")
 	fs.StringVar(&s.mysqlDSN, "mysql", "", "MySQL DSN (default: local socket with ~/.my.cnf or socket auth)")
 	fs.BoolVar(&s.noConnect, "no-connect", false, "do not connect to databases; read settings from files")
+	trustServerFlag(fs, &s.trust)
+}
+
+// trustServerFlag registers --trust-server: data directories of servers
+// the user vouches for although they fail dbhost's trust rule.
+func trustServerFlag(fs *pflag.FlagSet, v *listFlag) {
+	fs.Var(v, "trust-server", "trust the server running on this data directory as its owner, although it fails the trust rule (docs/security.md); repeatable, or comma-separated")
+}
+
+// trustedDirs cleans the --trust-server directories.
+func trustedDirs(l listFlag) []string {
+	var out []string
+	for _, d := range l {
+		if d = strings.TrimSpace(d); d != "" {
+			out = append(out, path.Clean(d))
+		}
+	}
+	return out
 }
 
 // registerHost registers where to read (--from, --root) without the
@@ -121,7 +141,7 @@ func (s *sourceFlags) gather(ctx context.Context, env Env, cmd string) (*facts.F
 const snapshotMemoryLimit = 128 << 20
 
 func (s *sourceFlags) options() facts.Options {
-	return facts.Options{Engine: engine.Options{PGDSN: s.pgDSN, MySQLDSN: s.mysqlDSN, NoConnect: s.noConnect}}
+	return facts.Options{Engine: engine.Options{PGDSN: s.pgDSN, MySQLDSN: s.mysqlDSN, NoConnect: s.noConnect, TrustServers: trustedDirs(s.trust)}}
 }
 
 func isTerminal(w io.Writer) bool {

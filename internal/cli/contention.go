@@ -76,7 +76,7 @@ func (a *app) contentionCmd() *cobra.Command {
 				return fail(fmt.Errorf("%s measures the live host; --from reads one sample recorded by 'dbhost collect'", strings.Join(live, ", ")))
 			}
 		}
-		opts := contention.Options{Engine: engine.Options{PGDSN: src.pgDSN, MySQLDSN: src.mysqlDSN, NoConnect: src.noConnect}}
+		opts := contention.Options{Engine: src.options().Engine}
 		for _, p := range pids {
 			n, err := strconv.Atoi(p)
 			if err != nil || n <= 0 {

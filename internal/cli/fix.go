@@ -45,13 +45,17 @@ func (a *app) fixCmd() *cobra.Command {
 		findings := check.Run(f, check.Selector{Only: only, Skip: skip})
 		var items []fix.Item
 		for _, fd := range findings {
-			if fd.Status == check.Fail && fd.Fix != nil {
+			if fd.Status == check.Fail && fd.Fix != nil && !fd.Untrusted {
 				items = append(items, fix.Item{ID: fd.ID, Subject: fd.Subject, Fix: fd.Fix})
 			}
 		}
 		fc := fix.ContextFrom(f)
 		files := fix.Render(fc, items)
-		written, kept, err := fix.WriteTree(*out, files, fix.Notes(items), fix.Sequence(fc, items))
+		notes := fix.Notes(items)
+		if n := check.UntrustedNote(findings); n != "" {
+			notes = append(notes, n)
+		}
+		written, kept, err := fix.WriteTree(*out, files, notes, fix.Sequence(fc, items))
 		for _, k := range kept {
 			fmt.Fprintln(env.Stderr, "dbhost fix:", k)
 		}

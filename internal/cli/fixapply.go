@@ -200,7 +200,8 @@ func fixPlan(ctx context.Context, env Env, src *sourceFlags, only, skip []string
 		return nil, ExitError
 	}
 	defer closeHost()
-	sel := apply.Select(check.Run(f, check.Selector{Only: only, Skip: skip}))
+	fds := check.Run(f, check.Selector{Only: only, Skip: skip})
+	sel := apply.Select(fds)
 	var srv *apply.Servers
 	if src.from == "" && !src.noConnect {
 		srv = &apply.Servers{Instances: f.Instances, Conn: src.options().Engine}
@@ -209,6 +210,9 @@ func fixPlan(ctx context.Context, env Env, src *sourceFlags, only, skip []string
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost fix:", err)
 		return nil, ExitError
+	}
+	if n := check.UntrustedNote(fds); n != "" {
+		p.NotApplied = append(p.NotApplied, n)
 	}
 	return p, ExitOK
 }

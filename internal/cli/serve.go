@@ -69,6 +69,8 @@ func (a *app) serveCmd() *cobra.Command {
 	dbTimeout := fs.Duration("db-timeout", 3*time.Second, "bound on each database read; a database slower than this is judged unknown")
 	root := fs.String("root", "/", "root of the live filesystem to read (for chroots and tests)")
 	noConnect := fs.Bool("no-connect", false, "do not connect to databases; read settings from files")
+	var trust listFlag
+	trustServerFlag(fs, &trust)
 	logLevel := fs.String("log.level", "info", "log level: debug, info, warn, error")
 	var only, skip listFlag
 	fs.Var(&only, "only", "run only these checks (IDs or domain prefixes, comma-separated)")
@@ -110,7 +112,7 @@ func (a *app) serveCmd() *cobra.Command {
 		}
 		logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
 		sel := check.Selector{Only: only, Skip: skip}
-		opts := facts.Options{Engine: engine.Options{NoConnect: *noConnect, Timeout: *dbTimeout}}
+		opts := facts.Options{Engine: engine.Options{NoConnect: *noConnect, Timeout: *dbTimeout, TrustServers: trustedDirs(trust)}}
 		audit := func(ctx context.Context) (*metrics.Input, error) {
 			h, err := host.Open(*root)
 			if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
 // Options control how instances are inspected.
@@ -30,6 +31,20 @@ type Options struct {
 	// No configuration is read, no command run, no connection made; for
 	// commands that only group processes by instance (dbhost mem).
 	NoInspect bool
+	// TrustServers are data directories whose servers the user vouches
+	// for (--trust-server): trusted although they fail the rule, when the
+	// process runs as the directory's owner.
+	TrustServers []string
+	// MaxUntrusted bounds the untrusted instances described (0:
+	// MaxUntrusted).
+	MaxUntrusted int
+}
+
+func (o Options) maxUntrusted() int {
+	if o.MaxUntrusted > 0 {
+		return o.MaxUntrusted
+	}
+	return MaxUntrusted
 }
 
 // Table is the host's process table.
@@ -157,15 +172,38 @@ type Detector interface {
 // Discover finds every database instance on the host. Problems that stop one
 // instance from being described are returned as notes, not errors.
 func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Instance, []string) {
+	d := DiscoverAll(ctx, h, t, opts)
+	return d.Instances, d.Notes
+}
+
+// Discovery is what DiscoverAll found.
+type Discovery struct {
+	Instances []*Instance
+	Notes     []string
+	// NotDescribed counts, by engine, the untrusted instances beyond
+	// MaxUntrusted that were only counted.
+	NotDescribed map[Engine]int
+}
+
+// DiscoverAll is Discover with the count of untrusted instances it did not
+// describe. Each instance is judged (Trust) before anything it names is
+// read: a trusted server's files are read as its account could and its
+// live settings over a verified connection; an untrusted instance's files
+// only as its owner could read them, never recorded in a snapshot, and no
+// connection is made to it.
+func DiscoverAll(ctx context.Context, h *host.Host, t *Table, opts Options) Discovery {
 	if opts.Timeout == 0 {
 		opts.Timeout = 3 * time.Second
 	}
 	type job struct {
 		d Profile
 		p Process
+		v processVerdict
 	}
 	var jobs []job
-	var notes []string
+	res := Discovery{NotDescribed: map[Engine]int{}}
+	untrusted := 0
+	owners := vouchedOwners(h, opts.TrustServers)
 	for _, p := range t.Procs {
 		for _, d := range Profiles() {
 			if !d.Match(p, t) {
@@ -174,10 +212,23 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 			// A zombie has exited; only its parent has not collected its
 			// status. Its name and IDs still read like a server's.
 			if st, err := h.ProcStat(p.PID); err == nil && (st.State == "Z" || st.State == "X") {
-				notes = append(notes, fmt.Sprintf("%s pid %d: a zombie (exited, not reaped by its parent pid %d); not a running server", d.Engine(), p.PID, p.PPID))
+				res.Notes = append(res.Notes, fmt.Sprintf("%s pid %d: a zombie (exited, not reaped by its parent pid %d); not a running server", d.Engine(), p.PID, p.PPID))
 				break
 			}
-			jobs = append(jobs, job{d, p})
+			j := job{d: d, p: p}
+			if !opts.NoInspect {
+				j.v = judgeProcess(h, p, d)
+				// Any user can start thousands of look-alikes: past a few,
+				// they are counted, not described. A process that runs as
+				// the owner of a vouched-for directory is always described.
+				if !j.v.OK && !owners[p.UID] {
+					if untrusted++; untrusted > opts.maxUntrusted() {
+						res.NotDescribed[d.Engine()]++
+						break
+					}
+				}
+			}
+			jobs = append(jobs, j)
 			break
 		}
 	}
@@ -192,17 +243,14 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i], errs[i] = j.d.Inspect(ctx, h, j.p, t, opts)
-			if out[i] != nil {
-				out[i].profile = j.d
-			}
+			out[i], errs[i] = inspectJudged(ctx, h, j.d, j.p, j.v, t, opts)
 		}()
 	}
 	wg.Wait()
 	var found []*Instance
 	for i, inst := range out {
 		if errs[i] != nil {
-			notes = append(notes, fmt.Sprintf("%s pid %d: %s", jobs[i].d.Engine(), jobs[i].p.PID, host.Explain(errs[i])))
+			res.Notes = append(res.Notes, fmt.Sprintf("%s pid %d: %s", jobs[i].d.Engine(), jobs[i].p.PID, host.Explain(errs[i])))
 			continue
 		}
 		if inst == nil {
@@ -212,10 +260,15 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 		// a package script, say) can match and be gone by now: it was
 		// never a server.
 		if _, err := h.ProcStat(inst.PID); host.IsNotExist(err) {
-			notes = append(notes, fmt.Sprintf("%s pid %d: exited during discovery; not a running server", jobs[i].d.Engine(), inst.PID))
+			res.Notes = append(res.Notes, fmt.Sprintf("%s pid %d: exited during discovery; not a running server", jobs[i].d.Engine(), inst.PID))
 			continue
 		}
 		found = append(found, inst)
+	}
+	for _, e := range Engines {
+		if n := res.NotDescribed[e]; n > 0 {
+			res.Notes = append(res.Notes, fmt.Sprintf("%d more untrusted %s processes were counted, not described: dbhost describes at most %d untrusted instances", n, e, opts.maxUntrusted()))
+		}
 	}
 	AttachListeners(h, found)
 	if opts.NoInspect {
@@ -229,7 +282,57 @@ func Discover(ctx context.Context, h *host.Host, t *Table, opts Options) ([]*Ins
 	}
 	SortInstances(found)
 	uniqueNames(found)
-	return found, notes
+	res.Instances = found
+	return res
+}
+
+// inspectJudged describes the instance whose main process is p and judges
+// its trust. A process that fails the rule's process half is described as
+// its owner could see it, without a connection; one the user vouched for is
+// then described again as a server.
+func inspectJudged(ctx context.Context, h *host.Host, d Profile, p Process, v processVerdict, t *Table, opts Options) (*Instance, error) {
+	gids := append([]int{p.GID}, processGroups(h, p.PID)...)
+	inspect := func(trusted bool) (*Instance, error) {
+		o := opts
+		if !trusted {
+			o.NoConnect = true
+		}
+		claim := host.Claim{UID: p.UID, GIDs: gids, OwnLinks: trusted, Record: trusted}
+		in, err := d.Inspect(ctx, h.For(claim), p, t, o)
+		if in != nil {
+			in.profile, in.claim = d, &claim
+		}
+		return in, err
+	}
+	in, err := inspect(v.OK)
+	if err != nil || in == nil {
+		return in, err
+	}
+	in.Trust = Trust{Trusted: v.OK, Basis: TrustRule, Why: v.Why}
+	switch {
+	case !v.OK:
+		in.Trust.Basis = TrustNone
+	case v.Unverified:
+		in.Trust.Basis = TrustUnverified
+	}
+	if v.OK && !v.unrecorded {
+		if why := judgeFiles(h, in); why != "" {
+			in.Trust = Trust{Basis: TrustNone, Why: why}
+		}
+	}
+	if in.Trust.Trusted {
+		return in, nil
+	}
+	if why, ok := vouched(h, in, opts.TrustServers); ok {
+		if again, err := inspect(true); err == nil && again != nil {
+			again.Trust = Trust{Trusted: true, Basis: TrustVouched, Why: why}
+			return again, nil
+		}
+	}
+	if in.SettingsSource != "live" && !opts.NoConnect {
+		in.LiveErr = "not connected: the instance is not trusted"
+	}
+	return in, nil
 }
 
 // uniqueNames tags instances that would share a subject name (two servers
@@ -256,8 +359,8 @@ func uniqueNames(insts []*Instance) {
 		for _, in := range group {
 			switch {
 			case in == keeper:
-			case in.DataDir != "" && dirs[in.DataDir] == 1 && in.Port > 0:
-				in.Tag = in.DataDir
+			case in.Trusted() && in.DataDir != "" && dirs[in.DataDir] == 1 && in.Port > 0:
+				in.Tag = termsafe.Line(in.DataDir)
 			default:
 				in.Tag = fmt.Sprintf("pid%d", in.PID)
 			}
@@ -280,7 +383,7 @@ func uniqueNames(insts []*Instance) {
 func portHolder(group []*Instance) *Instance {
 	var holder *Instance
 	for _, in := range group {
-		if in.Port <= 0 || in.MayReceiveCredentials() != "" || !in.holdsPort() {
+		if in.Port <= 0 || !in.Trusted() || !in.holdsPort() {
 			continue
 		}
 		if holder != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
 // Engine names a database engine family.
@@ -133,8 +134,11 @@ type Instance struct {
 	ListenErr string     `json:"listen_error,omitempty"`
 
 	// Tag tells apart instances that would otherwise share a Name (set by
-	// Discover: the data directory, or "pidN").
+	// Discover: a trusted server's data directory, or "pidN").
 	Tag string `json:"tag,omitempty"`
+
+	// Trust says whether root may act on what the instance claims.
+	Trust Trust `json:"trust"`
 
 	Postgres *PostgresInfo `json:"postgres,omitempty"`
 	MySQL    *MySQLInfo    `json:"mysql,omitempty"`
@@ -142,6 +146,7 @@ type Instance struct {
 	Redis    *RedisInfo    `json:"redis,omitempty"`
 
 	profile Profile
+	claim   *host.Claim
 }
 
 // PostgresInfo holds PostgreSQL-only facts.
@@ -249,7 +254,7 @@ func (i *Instance) Name() string {
 	case i.Port > 0:
 		n = fmt.Sprintf("%s:%d", i.Engine, i.Port)
 	case i.DataDir != "":
-		n = fmt.Sprintf("%s:%s", i.Engine, i.DataDir)
+		n = fmt.Sprintf("%s:%s", i.Engine, termsafe.Line(i.DataDir))
 	default:
 		n = fmt.Sprintf("%s:pid%d", i.Engine, i.PID)
 	}

@@ -3,17 +3,24 @@ package engine
 import "testing"
 
 func TestUniqueNames(t *testing.T) {
-	a := &Instance{Engine: Postgres, Port: 5432, PID: 10, DataDir: "/var/lib/postgresql/15/main"}
-	b := &Instance{Engine: Postgres, Port: 5432, PID: 20, DataDir: "/srv/pg2"}
+	trusted := Trust{Trusted: true, Basis: TrustRule}
+	a := &Instance{Engine: Postgres, Port: 5432, PID: 10, DataDir: "/var/lib/postgresql/15/main", Trust: trusted}
+	b := &Instance{Engine: Postgres, Port: 5432, PID: 20, DataDir: "/srv/pg2", Trust: trusted}
 	c := &Instance{Engine: Postgres, Port: 5433, PID: 30, DataDir: "/srv/pg3"}
 	d := &Instance{Engine: Redis, PID: 40}
 	e := &Instance{Engine: Redis, PID: 50}
-	f := &Instance{Engine: MySQL, Port: 3306, PID: 60, DataDir: "/same"}
-	g := &Instance{Engine: MySQL, Port: 3306, PID: 70, DataDir: "/same"}
-	uniqueNames([]*Instance{a, b, c, d, e, f, g})
+	f := &Instance{Engine: MySQL, Port: 3306, PID: 60, DataDir: "/same", Trust: trusted}
+	g := &Instance{Engine: MySQL, Port: 3306, PID: 70, DataDir: "/same", Trust: trusted}
+	// An untrusted instance's data directory never names it; a trusted
+	// one's is shown on one line.
+	u := &Instance{Engine: MySQL, Port: 3307, PID: 80, DataDir: "/home/u/x\nkernel.core_pattern = |/tmp/pwn"}
+	v := &Instance{Engine: MySQL, Port: 3307, PID: 90, DataDir: "/srv/a\nb", Trust: trusted}
+	w := &Instance{Engine: Postgres, PID: 100, DataDir: "/srv/c\n[Service]"}
+	uniqueNames([]*Instance{a, b, c, d, e, f, g, u, v, w})
 	want := map[*Instance]string{
 		a: "postgres:5432@/var/lib/postgresql/15/main", b: "postgres:5432@/srv/pg2", c: "postgres:5433",
 		d: "redis:pid40", e: "redis:pid50", f: "mysql:3306@pid60", g: "mysql:3306@pid70",
+		u: "mysql:3307@pid80", v: `mysql:3307@/srv/a\nb`, w: `postgres:/srv/c\n[Service]`,
 	}
 	for in, w := range want {
 		if got := in.Name(); got != w {

@@ -17,8 +17,12 @@ import (
 
 // MayReceiveCredentials says why the instance must not be sent a password
 // from dbhost's credential sources (a DSN, ~/.pgpass, ~/.my.cnf), or "":
-// its process must run as root or as the engine's service account.
+// its process must run as root or as the engine's service account, and once
+// discovery has judged it, it must be trusted.
 func (i *Instance) MayReceiveCredentials() string {
+	if i.Trust.Basis != "" && !i.Trust.Trusted {
+		return "the instance is not trusted (" + i.Trust.Why + "): no password is sent to it"
+	}
 	if i.UID == 0 {
 		return ""
 	}

@@ -147,9 +147,11 @@ func Gather(ctx context.Context, h *host.Host, opts Options) *Facts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// What an instance names is read as its own process could.
+			ih := in.Reader(h)
 			for _, g := range registered() {
 				if g.inst != nil {
-					g.inst(ctx, h, f, in)
+					g.inst(ctx, ih, f, in)
 				}
 			}
 		}()
@@ -241,6 +243,27 @@ func (f *Facts) ByEngine(e engine.Engine) []*Instance {
 		}
 	}
 	return out
+}
+
+// SplitTrust divides the instances into the trusted servers and the
+// untrusted instances (see engine.Trust).
+func (f *Facts) SplitTrust() (trusted, untrusted []*Instance) {
+	for _, in := range f.Instances {
+		if in.Trusted() {
+			trusted = append(trusted, in)
+		} else {
+			untrusted = append(untrusted, in)
+		}
+	}
+	return trusted, untrusted
+}
+
+// WithInstances is a copy of the facts that holds only the instances ins:
+// what the checks judge when some instances must not count.
+func (f *Facts) WithInstances(ins []*Instance) *Facts {
+	g := *f
+	g.Instances = ins
+	return &g
 }
 
 // Has reports whether an instance of the engine runs on the host.

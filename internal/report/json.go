@@ -51,6 +51,7 @@ type jsonInstance struct {
 	SettingsSource string            `json:"settings_source"`
 	LiveError      string            `json:"live_error,omitempty"`
 	Listen         []engine.Listener `json:"listen,omitempty"`
+	Trust          engine.Trust      `json:"trust"`
 }
 
 func renderJSON(w io.Writer, a *Audit, _ Options) error {
@@ -74,7 +75,7 @@ func renderJSON(w io.Writer, a *Audit, _ Options) error {
 	for _, in := range f.Instances {
 		doc.Instances = append(doc.Instances, jsonInstance{Name: in.Name(), Engine: in.Engine, Flavor: in.Flavor,
 			Version: in.Version, PID: in.PID, User: in.User, DataDir: in.DataDir, ConfigFiles: in.ConfigFiles,
-			ConfigErrors: in.ConfigErrors, SettingsSource: in.SettingsSource, LiveError: in.LiveErr, Listen: in.Listen})
+			ConfigErrors: in.ConfigErrors, SettingsSource: in.SettingsSource, LiveError: in.LiveErr, Listen: in.Listen, Trust: in.Trust})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -2,6 +2,8 @@ package report
 
 import (
 	"fmt"
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/termsafe"
 	"io"
 	"strings"
 
@@ -46,7 +48,14 @@ func renderText(w io.Writer, a *Audit, o Options) error {
 			if in.LiveErr != "" {
 				src += " (live read failed: " + in.LiveErr + ")"
 			}
-			p("  %-16s %s %s, pid %d, user %s, data %s, settings from %s\n", in.Name(), in.Flavor, orDash(in.Version), in.PID, orDash(in.User), orDash(in.DataDir), src)
+			// Values an instance claims stay on their line.
+			p("  %-16s %s %s, pid %d, user %s, data %s, settings from %s\n", in.Name(), in.Flavor, termsafe.Line(orDash(in.Version)), in.PID, orDash(in.User), termsafe.Line(orDash(in.DataDir)), termsafe.Line(src))
+			switch in.Trust.Basis {
+			case engine.TrustNone:
+				p("  %-16s NOT TRUSTED: %s; judged, but dbhost writes, sets and runs nothing for it (--trust-server vouches for a server)\n", "", in.Trust.Why)
+			case engine.TrustVouched:
+				p("  %-16s trusted: %s\n", "", in.Trust.Why)
+			}
 		}
 	}
 
@@ -78,7 +87,7 @@ func renderText(w io.Writer, a *Audit, o Options) error {
 		}
 		p("\n%s%s%s (%d)\n", c.bold+g.color, g.title, c.reset, len(in))
 		for _, fd := range in {
-			p("  %s%s%s %s%s%s  [%s] %s\n", g.color, g.mark, c.reset, c.bold, fd.ID, c.reset, fd.Subject, fd.Title)
+			p("  %s%s%s %s%s%s  [%s] %s\n", g.color, g.mark, c.reset, c.bold, fd.ID, c.reset, termsafe.Line(fd.Subject), fd.Title)
 			if fd.Status != check.Pass || o.Verbose {
 				p("%s", indent(fd.Reason, "      "))
 			}
@@ -88,7 +97,7 @@ func renderText(w io.Writer, a *Audit, o Options) error {
 					if e.Source != "" {
 						src = c.grey + "  (" + e.Source + ")" + c.reset
 					}
-					p("      %s• %s = %s%s%s\n", c.grey, e.Key, c.reset, e.Value, src)
+					p("      %s• %s = %s%s%s\n", c.grey, e.Key, c.reset, termsafe.Line(e.Value), termsafe.Line(src))
 				}
 			}
 			if v := a.experiment(fd.ID); v != nil && o.Verbose {

@@ -216,3 +216,13 @@ func Raw(w io.Writer) io.Writer {
 	}
 	return w
 }
+
+// Line is Escape for text that must stay on one line (a name, a path in a
+// label or a comment): newline and tab are escaped too.
+func Line(s string) string {
+	if !strings.ContainsAny(s, "\n\t") {
+		return Escape(s)
+	}
+	s = Escape(s)
+	return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s)
+}
