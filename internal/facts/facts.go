@@ -36,6 +36,9 @@ type Facts struct {
 	// Processes is the process table (comm, user, parent) of the host.
 	Processes []engine.Process `json:"processes"`
 	Instances []*Instance      `json:"instances"`
+	// NotDescribed counts, by engine, the untrusted instances past
+	// engine.MaxUntrusted: counted, not described.
+	NotDescribed map[engine.Engine]int `json:"not_described,omitempty"`
 
 	// Notes lists what could not be gathered at all, and why.
 	Notes []string `json:"notes,omitempty"`
@@ -135,11 +138,14 @@ func Gather(ctx context.Context, h *host.Host, opts Options) *Facts {
 	wg.Wait()
 	f.Processes = table.Procs
 
-	insts, notes := engine.Discover(ctx, h, table, opts.Engine)
-	for _, n := range notes {
+	d := engine.DiscoverAll(ctx, h, table, opts.Engine)
+	for _, n := range d.Notes {
 		f.Note(n)
 	}
-	for _, in := range insts {
+	if len(d.NotDescribed) > 0 {
+		f.NotDescribed = d.NotDescribed
+	}
+	for _, in := range d.Instances {
 		f.Instances = append(f.Instances, &Instance{Instance: in})
 	}
 	// Instances are few; their gatherers run in parallel per instance.
