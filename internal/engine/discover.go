@@ -301,6 +301,7 @@ func inspectJudged(ctx context.Context, h *host.Host, d Profile, p Process, v pr
 		in, err := d.Inspect(ctx, h.For(claim), p, t, o)
 		if in != nil {
 			in.profile, in.claim = d, &claim
+			checkVersion(in)
 		}
 		return in, err
 	}

@@ -28,3 +28,15 @@ func TestUniqueNames(t *testing.T) {
 		}
 	}
 }
+
+func TestValidVersion(t *testing.T) {
+	for s, want := range map[string]bool{
+		"15": true, "15.4": true, "9.6": true, "10.11.19-MariaDB-0+deb12u1": true, "7.0.15": true, "v8.0.4": true,
+		"8.0.36-28.1": true, "8.0.4-rc0": true, "": false, "root:$y$j9T$...:19000:0:99999:7:::": false,
+		"15\nkernel.core_pattern=|/x": false, "15 ": false, "abc": false, "15;DROP": false,
+	} {
+		if got := ValidVersion(s); got != want {
+			t.Errorf("ValidVersion(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -15,11 +15,13 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
 // Trust is the verdict on an instance.
@@ -260,6 +262,24 @@ func vouched(h *host.Host, in *Instance, dirs []string) (string, bool) {
 		return "", false
 	}
 	return fmt.Sprintf("vouched for with --trust-server %s; runs as %s, the directory's owner", dd, owner(in.User, in.UID)), true
+}
+
+// versionRE is what a server's version looks like: "15", "15.4",
+// "10.11.6-MariaDB-0+deb12u1", "7.0.15", "v8.0.4".
+var versionRE = regexp.MustCompile(`^v?[0-9]{1,4}(\.[0-9]{1,6}){0,3}([-+~._][0-9A-Za-z._+~-]{0,48})?$`)
+
+// ValidVersion reports whether s reads as a version: a file or a server
+// answer that does not is not believed (a PG_VERSION linked to another
+// file would otherwise carry that file into reports and metric labels).
+func ValidVersion(s string) bool { return versionRE.MatchString(s) }
+
+// checkVersion drops a version that is not one, and says so.
+func checkVersion(in *Instance) {
+	if in.Version == "" || ValidVersion(in.Version) {
+		return
+	}
+	in.ConfigErrors = append(in.ConfigErrors, fmt.Sprintf("version from %s is not a version (%d bytes): not used", termsafe.Line(in.VersionSource), len(in.Version)))
+	in.Version, in.VersionSource = "", ""
 }
 
 // vouchedOwners are the owners of the directories --trust-server names:

@@ -50,11 +50,8 @@ func renderText(w io.Writer, a *Audit, o Options) error {
 			}
 			// Values an instance claims stay on their line.
 			p("  %-16s %s %s, pid %d, user %s, data %s, settings from %s\n", in.Name(), in.Flavor, termsafe.Line(orDash(in.Version)), in.PID, orDash(in.User), termsafe.Line(orDash(in.DataDir)), termsafe.Line(src))
-			switch in.Trust.Basis {
-			case engine.TrustNone:
-				p("  %-16s NOT TRUSTED: %s; judged, but dbhost writes, sets and runs nothing for it (--trust-server vouches for a server)\n", "", in.Trust.Why)
-			case engine.TrustVouched:
-				p("  %-16s trusted: %s\n", "", in.Trust.Why)
+			if why := trustLine(in.Trust); why != "" {
+				p("  %-16s %s\n", "", why)
 			}
 		}
 	}
@@ -179,4 +176,16 @@ func indent(s, prefix string) string {
 		b.WriteString(line + "\n")
 	}
 	return b.String()
+}
+
+// trustLine says what a reader must know of an instance's trust: that
+// dbhost acts on nothing it claims, or who vouched for it.
+func trustLine(t engine.Trust) string {
+	if t.Basis == engine.TrustNone {
+		return "NOT TRUSTED: " + termsafe.Line(t.Why) + "; judged, but dbhost writes, sets and runs nothing for it (--trust-server vouches for a server)"
+	}
+	if t.Basis == engine.TrustVouched {
+		return "trusted: " + termsafe.Line(t.Why)
+	}
+	return ""
 }

@@ -243,6 +243,8 @@ func applyLive(in *engine.Instance, l *live) {
 	}
 }
 
+var majorRE = regexp.MustCompile(`^[0-9]{1,3}(\.[0-9]{1,3})?$`)
+
 var binVersion = regexp.MustCompile(`(?:/postgresql/|/pgsql-)(\d+(?:\.\d+)?)/bin/`)
 var versionOutput = regexp.MustCompile(`\(PostgreSQL\) (\d+[0-9.]*\w*)`)
 
@@ -253,9 +255,12 @@ var versionOutput = regexp.MustCompile(`\(PostgreSQL\) (\d+[0-9.]*\w*)`)
 func version(ctx context.Context, h *host.Host, in *engine.Instance) {
 	if in.DataDir != "" {
 		f := path.Join(in.DataDir, "PG_VERSION")
-		if v, err := h.ReadString(f); err == nil && v != "" {
+		// The file holds the major version and nothing else.
+		if v, err := h.ReadString(f); err == nil && majorRE.MatchString(v) {
 			in.Version, in.VersionSource = v, "file:"+f
 			return
+		} else if err == nil {
+			in.ConfigErrors = append(in.ConfigErrors, fmt.Sprintf("%s holds no version (%d bytes): not used", f, len(v)))
 		}
 	}
 	if m := binVersion.FindStringSubmatch(in.Exe); m != nil {
