@@ -49,9 +49,13 @@ func TestProbeStable(t *testing.T) {
 		if !near(r.PerCore, 1e9/r.CostNS) {
 			t.Errorf("capacity %.0f per core is not 1 s / %.0f ns", r.PerCore, r.CostNS)
 		}
-		// Observed switching cannot beat what the cores can do.
-		if r.Switches > 1.2*r.PerCore*float64(len(r.PinnedCPUs)) {
-			t.Errorf("observed %.0f switches/s > capacity %.0f x %d CPUs", r.Switches, r.PerCore, len(r.PinnedCPUs))
+		// Observed switching cannot beat what the cores can do. The
+		// capacity is the run's typical cost and the observation its best
+		// sub-run: when this VM speeds up for a second, the best sub-run
+		// exceeds the typical by as much as the sub-runs spread.
+		spread := slices.Max(r.SubRunSwitches) / median(r.SubRunSwitches)
+		if r.Switches > 1.2*spread*r.PerCore*float64(len(r.PinnedCPUs)) {
+			t.Errorf("observed %.0f switches/s > capacity %.0f x %d CPUs x sub-run spread %.2f", r.Switches, r.PerCore, len(r.PinnedCPUs), spread)
 		}
 		rates = append(rates, r.PerCore)
 	}
@@ -61,6 +65,12 @@ func TestProbeStable(t *testing.T) {
 	if slices.Max(rates) > 1.6*slices.Min(rates) {
 		t.Errorf("probe results %.0f differ by more than a factor of 1.6", rates)
 	}
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // agreeing reports whether n of the values lie within frac of the median of
