@@ -85,8 +85,14 @@ func renderText(w io.Writer, a *Audit, o Options) error {
 		p("\n%s%s%s (%d)\n", c.bold+g.color, g.title, c.reset, len(in))
 		for _, fd := range in {
 			p("  %s%s%s %s%s%s  [%s] %s\n", g.color, g.mark, c.reset, c.bold, fd.ID, c.reset, termsafe.Line(fd.Subject), fd.Title)
+			// What an untrusted instance claims may hold newlines made to
+			// look like lines of their own: its text stays one paragraph.
+			para := func(s string) string { return s }
+			if fd.Untrusted {
+				para = termsafe.Line
+			}
 			if fd.Status != check.Pass || o.Verbose {
-				p("%s", indent(fd.Reason, "      "))
+				p("%s", indent(para(fd.Reason), "      "))
 			}
 			if o.Verbose {
 				for _, e := range fd.Evidence {
@@ -114,7 +120,7 @@ func renderText(w io.Writer, a *Audit, o Options) error {
 					p("        now:     %s\n", r)
 				}
 				if fd.Fix.Manual != "" {
-					p("%s", indent(fd.Fix.Manual, "        "))
+					p("%s", indent(para(fd.Fix.Manual), "        "))
 				}
 			}
 		}
