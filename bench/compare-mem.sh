@@ -99,7 +99,6 @@ for i in $(seq 1 "$runs"); do
   done
 done
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 mkdir -p bench/results
 report="bench/results/compare-mem-$(date -u +%Y%m%d-%H%M%S).md"
 dw=$(awk '$1=="dbhost" {printf "%.1f\n", $2*1000}' "$tmp/samples" | median)

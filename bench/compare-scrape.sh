@@ -25,7 +25,6 @@ tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 dport=$(free_port)
 ./dbhost serve --web.listen-address "127.0.0.1:$dport" --interval 60s >"$tmp/dbhost.log" 2>&1 &

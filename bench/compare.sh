@@ -46,7 +46,6 @@ for i in $(seq 1 "$runs"); do
   done
 done
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 mkdir -p bench/results
 report="bench/results/compare-$(date -u +%Y%m%d-%H%M%S).md"
 {

@@ -64,9 +64,13 @@ type result struct {
 	successful int
 }
 
+// summary is what the index page shows: like the metrics, it names only
+// trusted instances and only counts the untrusted ones and their findings.
 type summary struct {
 	pass, fail, unknown int
 	instances           []string
+	untrusted           int // untrusted instances, described or only counted
+	untrustedFindings   int
 }
 
 // New builds an exporter; Run starts its audits.
@@ -200,17 +204,26 @@ func (e *Exporter) audit(ctx context.Context) (*metrics.Input, error) {
 func summarize(in *metrics.Input) summary {
 	var s summary
 	for _, f := range in.Findings {
-		switch f.Status {
-		case check.Pass:
+		switch {
+		case f.Untrusted:
+			s.untrustedFindings++
+		case f.Status == check.Pass:
 			s.pass++
-		case check.Fail:
+		case f.Status == check.Fail:
 			s.fail++
 		default:
 			s.unknown++
 		}
 	}
 	for _, i := range in.Facts.Instances {
-		s.instances = append(s.instances, i.Name())
+		if i.Trusted() {
+			s.instances = append(s.instances, i.Name())
+		} else {
+			s.untrusted++
+		}
+	}
+	for _, n := range in.Facts.NotDescribed {
+		s.untrusted += n
 	}
 	return s
 }

@@ -6,12 +6,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/exporter"
+	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fixture"
 	"github.com/dbhost/dbhost/internal/metrics"
 )
@@ -157,5 +161,43 @@ func TestRunStopsWithContext(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// The page, like the metrics, names trusted instances only: an untrusted
+// one (any user can start one, named as they like) is counted.
+func TestPageCountsUntrusted(t *testing.T) {
+	base := fixture.Facts(t, "baseline")
+	f := base.WithInstances(append(slices.Clone(base.Instances), &facts.Instance{Instance: &engine.Instance{
+		Engine: engine.Postgres, PID: 1 << 22, Port: 45678, DataDir: "/tmp/look-alike",
+		Trust: engine.Trust{Basis: engine.TrustNone, Why: "runs as nobody"},
+	}}))
+	f.NotDescribed = map[engine.Engine]int{engine.Postgres: 41}
+	fs := []check.Finding{{ID: "limits.nofile", Subject: "postgres:45678", Severity: check.Warning, Status: check.Fail, Untrusted: true}}
+	e := newExporter(t, func(context.Context) (*metrics.Input, error) {
+		return &metrics.Input{Facts: f, Findings: fs}, nil
+	}, 0)
+	e.AuditOnce(context.Background())
+	_, page := get(t, e.Handler(), "/")
+	if strings.Contains(page, "45678") || strings.Contains(page, "look-alike") {
+		t.Errorf("the page names an untrusted instance:\n%s", page)
+	}
+	for _, want := range []string{"0 failing", "1 about untrusted instances", "42 untrusted, not named", "<code>postgres:5432</code>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q:\n%s", want, page)
+		}
+	}
+	_, body := get(t, e.Handler(), "/metrics")
+	for _, want := range []string{
+		`dbhost_untrusted_instances{engine="postgres"} 42`,
+		`dbhost_untrusted_instances_not_described{engine="postgres"} 41`,
+		`dbhost_untrusted_findings{severity="warning",status="fail"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "45678") {
+		t.Error("/metrics names an untrusted instance")
 	}
 }

@@ -12,16 +12,17 @@ import (
 func init() { register("block", true, blockCollector{}) }
 
 var (
-	readAheadDesc  = desc("block_read_ahead_bytes", "Read-ahead of a block device that holds database files, in bytes (read_ahead_kb x 1024).", "device")
-	nrRequestsDesc = desc("block_nr_requests", "Queue depth of a block device that holds database files.", "device")
-	rotationalDesc = desc("block_rotational", "1 when a block device that holds database files is rotational.", "device")
-	schedulerDesc  = desc("block_scheduler", "The I/O scheduler of a block device that holds database files, as a state set: 1 for the active one.",
+	readAheadDesc  = desc("block_read_ahead_bytes", "Read-ahead of a block device that holds a trusted server's database files, in bytes (read_ahead_kb x 1024).", "device")
+	nrRequestsDesc = desc("block_nr_requests", "Queue depth of a block device that holds a trusted server's database files.", "device")
+	rotationalDesc = desc("block_rotational", "1 when a block device that holds a trusted server's database files is rotational.", "device")
+	schedulerDesc  = desc("block_scheduler", "The I/O scheduler of a block device that holds a trusted server's database files, as a state set: 1 for the active one.",
 		"device", "scheduler")
 )
 
-// blockCollector exports the queue settings of the devices database files
-// live on (the mounted device, what is below it, the physical disks): a
-// host's other disks do not matter here and would only add series.
+// blockCollector exports the queue settings of the devices trusted
+// servers' database files live on (the mounted device, what is below it,
+// the physical disks): a host's other disks do not matter here and would
+// only add series.
 type blockCollector struct{}
 
 func (blockCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
@@ -52,10 +53,12 @@ func (blockCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 	return nil
 }
 
-// dbDevices lists, sorted, every device a database path goes through.
+// dbDevices lists, sorted, every device a trusted server's database path
+// goes through. An untrusted instance names its own data directory: it
+// would choose which devices get series.
 func dbDevices(f *facts.Facts) []string {
 	set := map[string]bool{}
-	for _, in := range f.Instances {
+	for _, in := range trustedInstances(f) {
 		for _, ps := range in.Storage {
 			if ps.Device != "" {
 				set[ps.Device] = true

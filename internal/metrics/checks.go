@@ -10,9 +10,14 @@ func init() { register("checks", true, checksCollector{}) }
 
 var (
 	statusDesc = desc("check_status",
-		"A finding's status: 0 pass, 1 fail, 2 unknown (dbhost could not judge it). Compare with ==, never sum.",
+		"A finding's status: 0 pass, 1 fail, 2 unknown (dbhost could not judge it). Compare with ==, never sum. Findings about the host and trusted servers only; those about untrusted instances are counted in dbhost_untrusted_findings.",
 		"check", "subject", "severity")
-	findingsDesc = desc("findings", "Findings of the last audit by status and severity.", "status", "severity")
+	findingsDesc = desc("findings",
+		"Findings of the last audit about the host and its trusted database servers, by status and severity. Findings about untrusted instances are not included: dbhost_untrusted_findings counts them.",
+		"status", "severity")
+	untrustedFindingsDesc = desc("untrusted_findings",
+		"Findings of the last audit about untrusted database instances (advice, never a fix), by status and severity; not included in dbhost_findings.",
+		"status", "severity")
 )
 
 // StatusValue maps a finding's status to dbhost_check_status's value.
@@ -26,20 +31,40 @@ func StatusValue(s check.Status) float64 {
 	return 2
 }
 
-// checksCollector: one series per finding, and counts by status and
-// severity (every combination, so a count that drops to 0 stays a series).
+// checksCollector: one series per finding about the host or a trusted
+// server, and counts by status and severity (every combination, so a count
+// that drops to 0 stays a series). Findings about untrusted instances are
+// only counted, apart: their subject is a name the instance chose, and any
+// local user can start as many as they like.
 type checksCollector struct{}
 
 func (checksCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 	type key struct{ status, sev string }
-	counts := map[key]int{}
-	for _, s := range []check.Status{check.Pass, check.Fail, check.Unknown} {
-		for _, sev := range []check.Severity{check.Info, check.Warning, check.Critical} {
-			counts[key{string(s), sev.String()}] = 0
+	zero := func() map[key]int {
+		m := map[key]int{}
+		for _, s := range []check.Status{check.Pass, check.Fail, check.Unknown} {
+			for _, sev := range []check.Severity{check.Info, check.Warning, check.Critical} {
+				m[key{string(s), sev.String()}] = 0
+			}
+		}
+		return m
+	}
+	counts, untrusted := zero(), zero()
+	// Run marks the findings about untrusted instances; the subjects are
+	// matched too, for findings judged by hand or read from elsewhere.
+	subjects := map[string]bool{}
+	for _, i := range in.Facts.Instances {
+		if !i.Trusted() {
+			subjects[i.Name()] = true
 		}
 	}
 	seen := map[[2]string]bool{}
 	for _, f := range in.Findings {
+		k := key{string(f.Status), f.Severity.String()}
+		if f.Untrusted || subjects[f.Subject] {
+			untrusted[k]++
+			continue
+		}
 		// One check judges one subject once; should two findings ever
 		// share both, the first (check.Sort puts failures first) wins,
 		// as a duplicate series would fail the whole scrape.
@@ -49,10 +74,13 @@ func (checksCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 		}
 		seen[id] = true
 		ch <- gauge(statusDesc, StatusValue(f.Status), f.ID, f.Subject, f.Severity.String())
-		counts[key{string(f.Status), f.Severity.String()}]++
+		counts[k]++
 	}
 	for k, n := range counts {
 		ch <- gauge(findingsDesc, float64(n), k.status, k.sev)
+	}
+	for k, n := range untrusted {
+		ch <- gauge(untrustedFindingsDesc, float64(n), k.status, k.sev)
 	}
 	return nil
 }

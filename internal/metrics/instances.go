@@ -1,21 +1,59 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/facts"
+)
 
 func init() { register("instances", true, instancesCollector{}) }
 
-var instanceDesc = desc("instance_info", "1 for each database instance dbhost found, with its engine, flavor and version.",
-	"db_instance", "engine", "flavor", "version")
+var (
+	instanceDesc = desc("instance_info", "1 for each trusted database instance dbhost found, with its engine, flavor and version. Untrusted instances are counted in dbhost_untrusted_instances, never listed.",
+		"db_instance", "engine", "flavor", "version")
+	untrustedDesc = desc("untrusted_instances",
+		"Database instances of the last audit that dbhost does not trust (any local user can start a process with a server's name), by engine: those described and judged plus those only counted. They are never listed by name.",
+		"engine")
+	notDescribedDesc = desc("untrusted_instances_not_described",
+		"Untrusted database instances of the last audit that were counted, not described: discovery describes only the first few untrusted instances. A gauge: the count of one audit, not a running total.",
+		"engine")
+)
 
+// instancesCollector lists the trusted instances, one series each, and
+// counts the untrusted ones by engine. An untrusted instance chooses its
+// own name, data directory and version, and any local user can start
+// thousands: listed one by one they would make series without bound and
+// carry text the user picked.
 type instancesCollector struct{}
 
 func (instancesCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 	seen := map[string]bool{}
-	for _, i := range in.Facts.Instances {
+	for _, i := range trustedInstances(in.Facts) {
 		if n := i.Name(); !seen[n] {
 			seen[n] = true
 			ch <- gauge(instanceDesc, 1, n, string(i.Engine), i.Flavor, i.Version)
 		}
 	}
+	untrusted := map[engine.Engine]int{}
+	for _, i := range in.Facts.Instances {
+		if !i.Trusted() {
+			untrusted[i.Engine]++
+		}
+	}
+	// Every engine has its two series, also at 0: the series do not come
+	// and go with what users start.
+	for _, e := range engine.Engines {
+		n := in.Facts.NotDescribed[e]
+		ch <- gauge(untrustedDesc, float64(untrusted[e]+n), string(e))
+		ch <- gauge(notDescribedDesc, float64(n), string(e))
+	}
 	return nil
+}
+
+// trustedInstances are the instances whose names, settings and files may
+// reach a series: the others only add to the untrusted counts.
+func trustedInstances(f *facts.Facts) []*facts.Instance {
+	trusted, _ := f.SplitTrust()
+	return trusted
 }
