@@ -40,6 +40,12 @@ var ErrNotLive = errors.New("not recorded in this snapshot")
 
 // Host reads one machine, live or recorded.
 type Host struct {
+	*state
+}
+
+// state is a Host's: kept behind a pointer so that other Hosts can share
+// it.
+type state struct {
 	root     string // directory that holds proc/, sys/, etc/ ...
 	rootFD   int    // the root, when it is not "/": paths resolve inside it
 	shadow   string // live root other than "/": private copies procfs reads
@@ -77,7 +83,7 @@ func Open(root string) (*Host, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("host root %s is not a directory", root)
 	}
-	h := &Host{root: root, rootFD: -1, live: true, cmdTimeout: 10 * time.Second}
+	h := &Host{state: &state{root: root, rootFD: -1, live: true, cmdTimeout: 10 * time.Second}}
 	if filepath.Clean(root) == "/" {
 		h.proc, _ = procfs.NewFS("/proc") // errors surface on each read
 	} else {
