@@ -46,12 +46,15 @@ type Host struct {
 // state is a Host's: kept behind a pointer so that other Hosts can share
 // it.
 type state struct {
-	root     string // directory that holds proc/, sys/, etc/ ...
-	rootFD   int    // the root, when it is not "/": paths resolve inside it
-	shadow   string // live root other than "/": private copies procfs reads
-	live     bool
-	snapshot string // archive path when opened from a snapshot
-	tmpdir   string // unpacked snapshot
+	root   string // directory that holds proc/, sys/, etc/ ...
+	rootFD int    // the root, when it is not "/": paths resolve inside it
+	// procFD and sysFD are /proc and /sys of the live system rooted at
+	// "/", or -1: see openPseudo.
+	procFD, sysFD int
+	shadow        string // live root other than "/": private copies procfs reads
+	live          bool
+	snapshot      string // archive path when opened from a snapshot
+	tmpdir        string // unpacked snapshot
 	// area holds tmpdir or shadow, locked while open and removed by Close
 	// (see unpackdir.go).
 	area        *privateArea
@@ -83,9 +86,11 @@ func Open(root string) (*Host, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("host root %s is not a directory", root)
 	}
-	h := &Host{state: &state{root: root, rootFD: -1, live: true, cmdTimeout: 10 * time.Second}}
+	h := &Host{state: &state{root: root, rootFD: -1, procFD: -1, sysFD: -1, live: true, cmdTimeout: 10 * time.Second}}
 	if filepath.Clean(root) == "/" {
 		h.proc, _ = procfs.NewFS("/proc") // errors surface on each read
+		h.procFD = openPseudoFS("/proc", unix.PROC_SUPER_MAGIC)
+		h.sysFD = openPseudoFS("/sys", unix.SYSFS_MAGIC)
 	} else {
 		if h.rootFD, err = openRoot(root); err != nil {
 			return nil, fmt.Errorf("host root: %w", err)
@@ -138,9 +143,11 @@ func (h *Host) Root() string {
 
 // Close releases the root and an unpacked snapshot.
 func (h *Host) Close() error {
-	if h.rootFD >= 0 {
-		unix.Close(h.rootFD)
-		h.rootFD = -1
+	for _, fd := range []*int{&h.rootFD, &h.procFD, &h.sysFD} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
 	}
 	h.tmpdir, h.shadow = "", ""
 	return h.removePrivateDir()

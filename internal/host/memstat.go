@@ -78,7 +78,7 @@ func (h *Host) ReadFileInto(p string, buf []byte) ([]byte, error) {
 		b, err := h.ReadFile(p)
 		return append(buf[:0], b...), err
 	}
-	fd, err := syscall.Open(h.abs(p), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	fd, _, err := h.openRead(rel(p), MaxFileSize)
 	if err != nil {
 		return buf[:0], pathErr("open", rel(p), err)
 	}

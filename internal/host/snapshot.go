@@ -193,7 +193,7 @@ func OpenSnapshot(file string) (*Host, error) {
 		return nil, err
 	}
 	defer f.Close()
-	h := &Host{state: &state{rootFD: -1, snapshot: file, snap: newRecording()}}
+	h := &Host{state: &state{rootFD: -1, procFD: -1, sysFD: -1, snapshot: file, snap: newRecording()}}
 	if err := h.unpack(f); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("%s is not a usable dbhost snapshot: %w", file, err)
