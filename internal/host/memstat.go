@@ -75,7 +75,7 @@ func (h *Host) Statfs(p string) (FSStat, error) {
 // collections read through ReadFile, so they record and replay the same.
 func (h *Host) ReadFileInto(p string, buf []byte) ([]byte, error) {
 	if !h.live || h.rec != nil || h.confined() {
-		b, err := h.ReadFile(p)
+		b, err := h.plain().ReadFile(p)
 		return append(buf[:0], b...), err
 	}
 	fd, _, err := h.openRead(rel(p), MaxFileSize)

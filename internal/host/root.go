@@ -51,21 +51,22 @@ func (h *Host) openKey(key string, flags int) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	return h.openNoLinks(resolved, flags)
+	return openNoLinks(h.rootFD, resolved, flags)
 }
 
-// openNoLinks opens a resolved, link-free path one directory at a time,
-// following no link: a directory swapped for a link after walkInRoot
-// looked at it makes the open fail instead of leaving the root.
-func (h *Host) openNoLinks(resolved string, flags int) (int, error) {
+// openNoLinks opens a resolved, link-free path below the directory root
+// one directory at a time, following no link: a directory swapped for a
+// link after walkInRoot looked at it makes the open fail instead of
+// leaving the root.
+func openNoLinks(root int, resolved string, flags int) (int, error) {
 	if resolved == "." {
-		return unix.Openat(h.rootFD, ".", flags, 0)
+		return unix.Openat(root, ".", flags, 0)
 	}
 	parts := strings.Split(resolved, "/")
-	dir := h.rootFD
+	dir := root
 	for _, c := range parts[:len(parts)-1] {
 		fd, err := unix.Openat(dir, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if dir != h.rootFD {
+		if dir != root {
 			unix.Close(dir)
 		}
 		if err != nil {
@@ -74,7 +75,7 @@ func (h *Host) openNoLinks(resolved string, flags int) (int, error) {
 		dir = fd
 	}
 	fd, err := unix.Openat(dir, parts[len(parts)-1], flags|unix.O_NOFOLLOW, 0)
-	if dir != h.rootFD {
+	if dir != root {
 		unix.Close(dir)
 	}
 	return fd, err
@@ -466,5 +467,5 @@ func fileInfo(st unix.Stat_t) FileInfo {
 	if st.Mode&unix.S_ISVTX != 0 {
 		mode |= fs.ModeSticky
 	}
-	return FileInfo{Mode: mode, UID: int(st.Uid), GID: int(st.Gid), Size: st.Size, Dev: uint64(st.Dev), IsDir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
+	return FileInfo{Mode: mode, UID: int(st.Uid), GID: int(st.Gid), Size: st.Size, Dev: uint64(st.Dev), Ino: st.Ino, IsDir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
 }

@@ -290,7 +290,7 @@ func TestRootWalkRace(t *testing.T) {
 	}
 	os.RemoveAll(filepath.Join(root, "a"))
 	os.Symlink(out, filepath.Join(root, "a"))
-	if fd, err := h.openNoLinks(resolved, unix.O_RDONLY|unix.O_CLOEXEC); err == nil {
+	if fd, err := openNoLinks(h.rootFD, resolved, unix.O_RDONLY|unix.O_CLOEXEC); err == nil {
 		unix.Close(fd)
 		t.Error("opened a file through a directory swapped for a link out of the root")
 	}
