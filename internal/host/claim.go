@@ -174,39 +174,32 @@ func (v *claimView) walk(op, key string, follow bool) (walked, error) {
 	return walked{key: path.Join(done...), fi: cur}, nil
 }
 
-// lstat is the host's Lstat of a root-relative key, cached for the view
+// lstat is the host's Lstat of a root-relative key, kept for the view
 // when it is a directory or a link.
 func (v *claimView) lstat(key string) (FileInfo, error) {
-	v.mu.Lock()
-	fi, ok := v.dirs[key]
-	v.mu.Unlock()
-	if ok {
-		return fi, nil
-	}
-	fi, err := v.parent.Lstat(key)
-	if err == nil && (fi.IsDir || fi.Mode&fs.ModeSymlink != 0) {
-		v.mu.Lock()
-		v.dirs[key] = fi
-		v.mu.Unlock()
-	}
-	return fi, err
+	return remember(v, v.dirs, key, v.parent.Lstat, func(fi FileInfo) bool { return fi.IsDir || fi.Mode&fs.ModeSymlink != 0 })
 }
 
-// readlink is the host's Readlink of a key, cached for the view.
+// readlink is the host's Readlink of a key, kept for the view.
 func (v *claimView) readlink(key string) (string, error) {
+	return remember(v, v.links, key, v.parent.Readlink, func(string) bool { return true })
+}
+
+// remember returns get(key), kept in m when keep says so.
+func remember[T any](v *claimView, m map[string]T, key string, get func(string) (T, error), keep func(T) bool) (T, error) {
 	v.mu.Lock()
-	t, ok := v.links[key]
+	x, ok := m[key]
 	v.mu.Unlock()
 	if ok {
-		return t, nil
+		return x, nil
 	}
-	t, err := v.parent.Readlink(key)
-	if err == nil {
+	x, err := get(key)
+	if err == nil && keep(x) {
 		v.mu.Lock()
-		v.links[key] = t
+		m[key] = x
 		v.mu.Unlock()
 	}
-	return t, err
+	return x, err
 }
 
 // may reports whether the claim may read (bit 4) or search (bit 1) fi,
@@ -235,7 +228,7 @@ func (v *claimView) checkRead(key string, w walked, dir bool) error {
 	case dir && !w.fi.IsDir:
 		return walkErr("open", key, unix.ENOTDIR)
 	case !dir && !w.fi.Mode.IsRegular():
-		return v.refuse(key, w.key, fmt.Sprintf("not a regular file (%s)", fileType(modeType(w.fi.Mode))))
+		return v.refuse(key, w.key, notRegular(w.fi.Mode))
 	case w.fi.UID != 0 && w.fi.UID != c.UID:
 		others := "root"
 		if c.UID != 0 {
@@ -263,25 +256,6 @@ func describe(fi FileInfo) string {
 		owner = fmt.Sprintf("uid %d", fi.UID)
 	}
 	return fmt.Sprintf("owned by %s, mode %04o", owner, fi.Mode.Perm())
-}
-
-// modeType is the S_IFMT bits of a FileMode, for fileType.
-func modeType(m fs.FileMode) uint32 {
-	switch {
-	case m&fs.ModeDir != 0:
-		return unix.S_IFDIR
-	case m&fs.ModeSymlink != 0:
-		return unix.S_IFLNK
-	case m&fs.ModeNamedPipe != 0:
-		return unix.S_IFIFO
-	case m&fs.ModeSocket != 0:
-		return unix.S_IFSOCK
-	case m&fs.ModeCharDevice != 0:
-		return unix.S_IFCHR
-	case m&fs.ModeDevice != 0:
-		return unix.S_IFBLK
-	}
-	return unix.S_IFREG
 }
 
 // walkErr reports a failure of the walk for key as op's: the kernel's

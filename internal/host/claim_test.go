@@ -82,16 +82,22 @@ func claimTree(t *testing.T) string {
 	return b
 }
 
-// TestClaimReads: what a claim for nobody, for root, and for nobody
-// following its own links, may read, and why not.
-func TestClaimReads(t *testing.T) {
-	needRoot(t, "files owned by nobody")
-	b := claimTree(t)
+// liveHost opens the live system until the test ends.
+func liveHost(t *testing.T) *Host {
+	t.Helper()
 	h, err := Open("/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// TestClaimReads: what a claim for nobody, for root, and for nobody
+// following its own links, may read, and why not.
+func TestClaimReads(t *testing.T) {
+	needRoot(t, "files owned by nobody")
+	b, h := claimTree(t), liveHost(t)
 	nob, root, own := h.For(asNobody), h.For(asRoot), h.For(asOwnLinks)
 	shadow, err := os.ReadFile("/etc/shadow")
 	if err != nil {
@@ -181,11 +187,7 @@ func TestClaimFIFONotOpened(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Symlink(dev, filepath.Join(b, "devlink"))
-	h, err := Open("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := liveHost(t)
 	for _, p := range []string{"fifo", "devlink"} {
 		target := filepath.Join(b, "fifo")
 		if p == "devlink" {
@@ -229,11 +231,7 @@ func TestClaimMagicLinks(t *testing.T) {
 	}
 	defer g.Close()
 	os.Remove(del)
-	h, err := Open("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := liveHost(t)
 	root := h.For(asRoot)
 	fd := func(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
 	if _, err := root.ReadFile(fd(f)); err == nil || !strings.HasSuffix(err.Error(), b+"/fifo is not a regular file (FIFO)") {
@@ -263,12 +261,7 @@ func TestClaimMagicLinks(t *testing.T) {
 // a view.
 func TestClaimMetadata(t *testing.T) {
 	needRoot(t, "files owned by nobody")
-	b := claimTree(t)
-	h, err := Open("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	b, h := claimTree(t), liveHost(t)
 	nob, root, own := h.For(asNobody), h.For(asRoot), h.For(asOwnLinks)
 	if fi, err := nob.Stat(b + "/fifo"); err != nil || fi.Mode.Type() != fs.ModeNamedPipe {
 		t.Errorf("Stat of a FIFO: %+v, %v", fi, err) // stat opens nothing
@@ -322,8 +315,7 @@ func TestClaimRace(t *testing.T) {
 	needRoot(t, "a tree owned by root")
 	t.Run("openat2", testClaimRace)
 	t.Run("walk", func(t *testing.T) {
-		openat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
-		defer func() { openat2 = unix.Openat2 }()
+		withoutOpenat2(t)
 		testClaimRace(t)
 	})
 }
@@ -424,12 +416,9 @@ func TestClaimSnapshot(t *testing.T) {
 	}
 	h.PIDs()
 	live := observe(h)
-	var buf bytes.Buffer
-	if err := h.WriteSnapshot(&buf, ""); err != nil {
-		t.Fatal(err)
-	}
+	s, archive := replayed(t, h)
 	entries := map[string]bool{}
-	gz, _ := gzip.NewReader(bytes.NewReader(buf.Bytes()))
+	gz, _ := gzip.NewReader(bytes.NewReader(archive))
 	for tr := tar.NewReader(gz); ; {
 		hdr, err := tr.Next()
 		if err != nil {
@@ -440,13 +429,6 @@ func TestClaimSnapshot(t *testing.T) {
 	if !entries["fs/home/conf"] || !entries["fs/root644"] || entries["fs/untrusted.conf"] || entries["fs/root640"] {
 		t.Errorf("the archive holds %v; want the trusted reads only", entries)
 	}
-	file := filepath.Join(t.TempDir(), "s.tar.gz")
-	os.WriteFile(file, buf.Bytes(), 0o600)
-	s, err := OpenSnapshot(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	if !s.Manifest().Claims {
 		t.Error("the manifest does not say the snapshot was collected with claims")
 	}
@@ -475,42 +457,32 @@ func TestClaimSnapshot(t *testing.T) {
 }
 
 // TestClaimOldSnapshot: in a snapshot collected before claims a view
-// reads as its host does.
+// reads as its host does, and keeps the host's unpacked files while the
+// host itself is no longer referenced.
 func TestClaimOldSnapshot(t *testing.T) {
 	privateTmp(t)
 	s, err := OpenSnapshot(baseline)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	v := s.For(Claim{UID: nobody, Record: false})
+	want := map[string]string{}
 	for _, p := range []string{"/etc/postgresql/15/main/postgresql.conf", "/etc/mysql/my.cnf"} {
-		want, err := s.ReadConfig(p)
+		b, err := s.ReadConfig(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := v.ReadConfig(p); err != nil || string(got) != string(want) {
-			t.Errorf("%s through a view: %v", p, err)
-		}
+		want[p] = string(b)
 	}
-}
-
-// TestClaimViewKeepsHost: a view keeps its host's unpacked snapshot while
-// the host itself is no longer referenced.
-func TestClaimViewKeepsHost(t *testing.T) {
-	privateTmp(t)
-	s, err := OpenSnapshot(baseline)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := s.For(asNobody)
+	v := s.For(Claim{UID: nobody, Record: false})
 	s = nil
 	for range 5 {
 		runtime.GC()
 		time.Sleep(5 * time.Millisecond)
 	}
-	if _, err := v.ReadConfig("/etc/mysql/my.cnf"); err != nil {
-		t.Errorf("a view whose host was dropped: %v", err)
+	for p, w := range want {
+		if got, err := v.ReadConfig(p); err != nil || string(got) != w {
+			t.Errorf("%s through a view: %v", p, err)
+		}
 	}
 	v.plain().Close()
 }

@@ -63,11 +63,7 @@ func TestNoDeviceOpened(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	live, err := Open("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Close()
+	live := liveHost(t)
 	confined, err := Open(root)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package host
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -246,7 +245,7 @@ func regularSize(fd int, limit int64, check func(*unix.Stat_t) error) (int, erro
 	}
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return 0, errNotRegular(st.Mode)
+		return 0, errors.New(notRegular(fileInfo(st).Mode))
 	case st.Size > limit:
 		return 0, ErrTooLarge // refused unread
 	}
@@ -258,30 +257,24 @@ func regularSize(fd int, limit int64, check func(*unix.Stat_t) error) (int, erro
 	return int(st.Size), nil
 }
 
-// errNotRegular says what a file that is not read is instead.
-func errNotRegular(mode uint32) error {
-	return fmt.Errorf("not a regular file (%s)", fileType(mode))
-}
-
-// fileType names the type of a file for a person.
-func fileType(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return "regular file"
-	case unix.S_IFDIR:
-		return "directory"
-	case unix.S_IFLNK:
-		return "symbolic link"
-	case unix.S_IFCHR:
-		return "character device"
-	case unix.S_IFBLK:
-		return "block device"
-	case unix.S_IFIFO:
-		return "FIFO"
-	case unix.S_IFSOCK:
-		return "socket"
+// notRegular says what a file that is not read is instead.
+func notRegular(m fs.FileMode) string {
+	t := "type " + m.Type().String()
+	switch m.Type() {
+	case fs.ModeDir:
+		t = "directory"
+	case fs.ModeSymlink:
+		t = "symbolic link"
+	case fs.ModeNamedPipe:
+		t = "FIFO"
+	case fs.ModeSocket:
+		t = "socket"
+	case fs.ModeDevice | fs.ModeCharDevice:
+		t = "character device"
+	case fs.ModeDevice:
+		t = "block device"
 	}
-	return fmt.Sprintf("type %#o", mode&unix.S_IFMT)
+	return "not a regular file (" + t + ")"
 }
 
 // readFD reads an open regular file, expected to hold size bytes, and

@@ -59,9 +59,14 @@ func TestRootConfinesLinks(t *testing.T) { testRootConfinesLinks(t) }
 // TestRootConfinesLinksWithoutOpenat2 takes the walk kernels before 5.6
 // get.
 func TestRootConfinesLinksWithoutOpenat2(t *testing.T) {
-	openat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
-	defer func() { openat2 = unix.Openat2 }()
+	withoutOpenat2(t)
 	testRootConfinesLinks(t)
+}
+
+// withoutOpenat2 makes the test take the path of kernels before 5.6.
+func withoutOpenat2(t *testing.T) {
+	openat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
+	t.Cleanup(func() { openat2 = unix.Openat2 })
 }
 
 func testRootConfinesLinks(t *testing.T) {
