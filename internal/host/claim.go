@@ -75,13 +75,21 @@ type claimView struct {
 	links map[string]string   // readlink, by key
 }
 
-// For returns a view of h that reads paths as c could (see Claim). It
-// shares h's state: what it records goes into h's collection, and it is
-// valid while h is open; closing it does nothing. On the live system and
-// on snapshots collected with the rules (Manifest.Claims), ReadFile,
-// ReadConfig, ReadString, Stat, Exists, ReadDir and Realpath walk the path
-// under them, and Lstat and Readlink walk the directories above the last
-// component. A snapshot collected before them holds none of the walk's
+// For returns a view of h that reads a path only as c could. The path is
+// walked with Lstat from the root: every directory passed must be
+// searchable by c (mode bits; uid 0 may search all), and a symbolic link
+// is followed only when root owns it (or c.UID, with OwnLinks), at most
+// 40, by its text. ReadFile, ReadConfig (and ReadString) read only a
+// regular file owned by root or c.UID, readable by c, within the size
+// limit, ReadDir only such a directory; they open the resolved path
+// following no link, and read only the object the walk saw. Stat, Exists
+// and Realpath apply the rules of directories and links, Lstat and
+// Readlink those of the directories above the last component. Refusals
+// are *RefusedError.
+//
+// The view shares h's state: what it records goes into h's collection,
+// it is valid while h is open, and closing it does nothing. A snapshot
+// collected before views (no Manifest.Claims) holds none of the walks'
 // observations: there a view reads as h does. Every other method (reads
 // of /proc, ReadSecret, commands, probes) is h's.
 func (h *Host) For(c Claim) *Host {
