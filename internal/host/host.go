@@ -38,14 +38,24 @@ var ErrTooLarge = errors.New("file larger than 64 MiB")
 // (a command, a system call, a database query) was not recorded in a snapshot.
 var ErrNotLive = errors.New("not recorded in this snapshot")
 
-// Host reads one machine, live or recorded.
+// Host reads one machine, live or recorded. A Host that For made is a
+// view of another, which reads paths as a process would (see claim.go).
 type Host struct {
+	*state            // shared with the Host's views
+	view   *claimView // nil but on a view
+}
+
+// state is what a Host shares with its views.
+type state struct {
 	root     string // directory that holds proc/, sys/, etc/ ...
 	rootFD   int    // the root, when it is not "/": paths resolve inside it
 	shadow   string // live root other than "/": private copies procfs reads
 	live     bool
 	snapshot string // archive path when opened from a snapshot
 	tmpdir   string // unpacked snapshot
+	// procFD and sysFD are /proc and /sys of the live system rooted at
+	// "/", or -1: see openPseudo.
+	procFD, sysFD int
 	// area holds tmpdir or shadow, locked while open and removed by Close
 	// (see unpackdir.go).
 	area        *privateArea
@@ -77,9 +87,11 @@ func Open(root string) (*Host, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("host root %s is not a directory", root)
 	}
-	h := &Host{root: root, rootFD: -1, live: true, cmdTimeout: 10 * time.Second}
+	h := &Host{state: &state{root: root, rootFD: -1, procFD: -1, sysFD: -1, live: true, cmdTimeout: 10 * time.Second}}
 	if filepath.Clean(root) == "/" {
 		h.proc, _ = procfs.NewFS("/proc") // errors surface on each read
+		h.procFD = openPseudoFS("/proc", unix.PROC_SUPER_MAGIC)
+		h.sysFD = openPseudoFS("/sys", unix.SYSFS_MAGIC)
 	} else {
 		if h.rootFD, err = openRoot(root); err != nil {
 			return nil, fmt.Errorf("host root: %w", err)
@@ -130,11 +142,17 @@ func (h *Host) Root() string {
 	return h.root
 }
 
-// Close releases the root and an unpacked snapshot.
+// Close releases the root and an unpacked snapshot. On a view it does
+// nothing: they are its host's.
 func (h *Host) Close() error {
-	if h.rootFD >= 0 {
-		unix.Close(h.rootFD)
-		h.rootFD = -1
+	if h.view != nil {
+		return nil
+	}
+	for _, fd := range []*int{&h.rootFD, &h.procFD, &h.sysFD} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
 	}
 	h.tmpdir, h.shadow = "", ""
 	return h.removePrivateDir()
@@ -182,6 +200,9 @@ func (h *Host) ReadSecret(p string) ([]byte, error) {
 }
 
 func (h *Host) readFile(p string, redact bool) ([]byte, error) {
+	if h.claimed() {
+		return h.readClaimed(p, redact)
+	}
 	key := rel(p)
 	if err := h.recordedErr(key); err != nil {
 		return nil, err
@@ -270,9 +291,17 @@ func (h *Host) Touch(paths ...string) error {
 
 // ReadDir lists the names in a directory, sorted.
 func (h *Host) ReadDir(p string) ([]string, error) {
+	if h.claimed() {
+		return h.readDirClaimed(p)
+	}
 	key := rel(p)
+	return h.readDirProbe(key, func() ([]string, error) { return h.readDirKey(key) })
+}
+
+// readDirProbe records, under "readdir:key", the names list gives.
+func (h *Host) readDirProbe(key string, list func() ([]string, error)) ([]string, error) {
 	v, err := h.probe("readdir:"+key, func() ([]byte, error) {
-		names, err := h.readDirKey(key)
+		names, err := list()
 		if err != nil {
 			return nil, pathErr("open", key, err)
 		}
@@ -290,12 +319,27 @@ func (h *Host) ReadDir(p string) ([]string, error) {
 
 // Readlink returns the target of a symbolic link, unfollowed.
 func (h *Host) Readlink(p string) (string, error) {
+	if h.claimed() {
+		w, err := h.view.walk("readlink", rel(p), false)
+		if err != nil {
+			return "", err
+		}
+		t, err := h.view.parent.Readlink(w.key)
+		return t, walkErr("readlink", rel(p), err)
+	}
 	return h.probePath("readlink", p, h.readlinkKey)
 }
 
 // Realpath resolves every symbolic link in an absolute path on the host, the
 // way the kernel would for a process in the host's root.
 func (h *Host) Realpath(p string) (string, error) {
+	if h.claimed() {
+		w, err := h.view.walk("realpath", rel(p), true)
+		if err != nil {
+			return "", err
+		}
+		return "/" + w.key, nil
+	}
 	return h.probePath("realpath", p, h.realpathKey)
 }
 
@@ -320,6 +364,7 @@ type FileInfo struct {
 	GID   int         `json:"gid"`
 	Size  int64       `json:"size"`
 	Dev   uint64      `json:"dev"` // st_dev, to find the mount a path lives on
+	Ino   uint64      `json:"ino,omitempty"`
 	IsDir bool        `json:"is_dir"`
 }
 
@@ -328,6 +373,10 @@ func (h *Host) Stat(p string) (FileInfo, error) { return h.statInfo("stat", p, t
 
 // statInfo is Stat or (op "lstat", not following a final link) Lstat.
 func (h *Host) statInfo(op, p string, follow bool) (FileInfo, error) {
+	if h.claimed() {
+		w, err := h.view.walk(op, rel(p), follow)
+		return w.fi, err
+	}
 	key := rel(p)
 	return probeValue(h, op+":"+key, func() (FileInfo, error) {
 		st, err := h.statKey(key, follow)
@@ -615,6 +664,8 @@ func errnoFromString(msg string) error {
 		return errNotKept
 	case errMountinfoTooLarge.Error():
 		return errMountinfoTooLarge
+	case errChanged.Error():
+		return errChanged
 	}
 	return errors.New(msg)
 }

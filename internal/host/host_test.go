@@ -135,15 +135,7 @@ func TestPermissionErrorsReplay(t *testing.T) {
 	h.StartRecording()
 	h.PIDs() // every collection reads the process table; a snapshot without one is refused
 	_, live := h.ReadFile("/proc/42/maps")
-	var buf bytes.Buffer
-	h.WriteSnapshot(&buf, "")
-	file := filepath.Join(t.TempDir(), "s.tar.gz")
-	os.WriteFile(file, buf.Bytes(), 0o600)
-	s, err := OpenSnapshot(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := replayed(t, h)
 	_, snap := s.ReadFile("/proc/42/maps")
 	if !IsPermission(live) || !IsPermission(snap) {
 		t.Errorf("live %v, snapshot %v: want permission errors", live, snap)
@@ -254,21 +246,31 @@ func TestRecordingIsOneObservation(t *testing.T) {
 		t.Fatal("live read must be the file as is")
 	}
 	h.ReadConfig("/etc/systemd/system/x.service")
-	var buf bytes.Buffer
-	h.WriteSnapshot(&buf, "")
-	file := filepath.Join(t.TempDir(), "s.tar.gz")
-	os.WriteFile(file, buf.Bytes(), 0o600)
-	s, err := OpenSnapshot(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := replayed(t, h)
 	if b, _ := s.ReadFile("/etc/systemd/system/x.service"); strings.Contains(string(b), "hunter2") || !strings.Contains(string(b), Redacted) {
 		t.Errorf("snapshot unit file: %q", b)
 	}
 	if b, _ := s.ReadFile("/proc/sys/vm/swappiness"); string(b) != string(first) {
 		t.Errorf("snapshot holds %q, the collection observed %q", b, first)
 	}
+}
+
+// replayed writes what h recorded as a snapshot and opens it, until the
+// test ends; it returns the archive too.
+func replayed(t *testing.T, h *Host) (*Host, []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := h.WriteSnapshot(&buf, ""); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "s.tar.gz")
+	os.WriteFile(file, buf.Bytes(), 0o600)
+	s, err := OpenSnapshot(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, buf.Bytes()
 }
 
 // runAsNobody runs one test of this binary again as user nobody, from a

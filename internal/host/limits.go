@@ -80,7 +80,7 @@ func parseRlimit(s string) (uint64, error) {
 
 // Limits reads /proc/PID/limits, soft and hard.
 func (h *Host) Limits(pid int) (Limits, error) {
-	b, err := h.ReadFile(procPath(pid, "limits"))
+	b, err := h.plain().ReadFile(procPath(pid, "limits"))
 	if err != nil {
 		return nil, err
 	}

@@ -75,10 +75,10 @@ func (h *Host) Statfs(p string) (FSStat, error) {
 // collections read through ReadFile, so they record and replay the same.
 func (h *Host) ReadFileInto(p string, buf []byte) ([]byte, error) {
 	if !h.live || h.rec != nil || h.confined() {
-		b, err := h.ReadFile(p)
+		b, err := h.plain().ReadFile(p)
 		return append(buf[:0], b...), err
 	}
-	fd, err := syscall.Open(h.abs(p), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	fd, _, err := h.openRead(rel(p), MaxFileSize)
 	if err != nil {
 		return buf[:0], pathErr("open", rel(p), err)
 	}

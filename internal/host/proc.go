@@ -23,7 +23,7 @@ func (h *Host) PIDs() ([]int, error) {
 // readIDs lists the names in a directory that are positive numbers (PIDs,
 // thread IDs), as numbers, in the directory's order.
 func (h *Host) readIDs(dir string) ([]int, error) {
-	names, err := h.ReadDir(dir)
+	names, err := h.plain().ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func procPath(pid int, name string) string { return fmt.Sprintf("/proc/%d/%s", p
 
 // Comm is the process's command name (/proc/PID/comm).
 func (h *Host) Comm(pid int) (string, error) {
-	b, err := h.ReadFile(procPath(pid, "comm"))
+	b, err := h.plain().ReadFile(procPath(pid, "comm"))
 	return strings.TrimSpace(string(b)), err
 }
 
@@ -62,7 +62,7 @@ func (h *Host) Cmdline(pid int) ([]string, error) {
 
 // Exe is the target of /proc/PID/exe (needs the same user or root).
 func (h *Host) Exe(pid int) (string, error) {
-	t, err := h.Readlink(procPath(pid, "exe"))
+	t, err := h.plain().Readlink(procPath(pid, "exe"))
 	return strings.TrimSuffix(t, " (deleted)"), err
 }
 
@@ -111,7 +111,7 @@ func (h *Host) mountInfo(p string, parse func() ([]*procfs.MountInfo, error)) ([
 	if err := h.Touch(p); err != nil {
 		return nil, err
 	}
-	b, err := h.ReadFile(p)
+	b, err := h.plain().ReadFile(p)
 	if err != nil {
 		return parse()
 	}
@@ -217,7 +217,7 @@ func (h *Host) SocketInodes(pid int) ([]uint64, error) {
 // Sysctl reads a kernel parameter by its dotted name (vm.swappiness),
 // trimmed. Tabs between fields (ip_local_port_range) become single spaces.
 func (h *Host) Sysctl(name string) (string, error) {
-	b, err := h.ReadFile(SysctlPath(name))
+	b, err := h.plain().ReadFile(SysctlPath(name))
 	if err != nil {
 		return "", err
 	}

@@ -50,21 +50,22 @@ func (h *Host) openKey(key string, flags int) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	return h.openNoLinks(resolved, flags)
+	return openNoLinks(h.rootFD, resolved, flags)
 }
 
-// openNoLinks opens a resolved, link-free path one directory at a time,
-// following no link: a directory swapped for a link after walkInRoot
-// looked at it makes the open fail instead of leaving the root.
-func (h *Host) openNoLinks(resolved string, flags int) (int, error) {
+// openNoLinks opens a resolved, link-free path below the directory root
+// one directory at a time, following no link: a directory swapped for a
+// link after walkInRoot looked at it makes the open fail instead of
+// leaving the root.
+func openNoLinks(root int, resolved string, flags int) (int, error) {
 	if resolved == "." {
-		return unix.Openat(h.rootFD, ".", flags, 0)
+		return unix.Openat(root, ".", flags, 0)
 	}
 	parts := strings.Split(resolved, "/")
-	dir := h.rootFD
+	dir := root
 	for _, c := range parts[:len(parts)-1] {
 		fd, err := unix.Openat(dir, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if dir != h.rootFD {
+		if dir != root {
 			unix.Close(dir)
 		}
 		if err != nil {
@@ -73,7 +74,7 @@ func (h *Host) openNoLinks(resolved string, flags int) (int, error) {
 		dir = fd
 	}
 	fd, err := unix.Openat(dir, parts[len(parts)-1], flags|unix.O_NOFOLLOW, 0)
-	if dir != h.rootFD {
+	if dir != root {
 		unix.Close(dir)
 	}
 	return fd, err
@@ -128,30 +129,161 @@ func (h *Host) walkInRoot(key string, follow bool) (string, error) {
 }
 
 // readKey reads a root-relative file, at most limit bytes (ErrTooLarge
-// beyond). A FIFO or device is not read: only regular files and the
-// pseudo-files of /proc and /sys (which stat as regular, size 0).
+// beyond). Only a regular file is ever opened for reading: opening a
+// device or a FIFO acts (arms a watchdog, waits for a writer, consumes
+// kernel messages), and a process's arguments can name one. The path is
+// opened with O_PATH, which opens nothing, and only a regular file is then
+// reopened for reading (reopenRegular). The pseudo-files of /proc and /sys
+// take one open instead (openPseudo): they are read hundreds of times per
+// audit, and those file systems hold no device.
 func (h *Host) readKey(key string, limit int64) ([]byte, error) {
-	fd, err := h.openKey(key, unix.O_RDONLY|unix.O_NONBLOCK)
+	fd, size, err := h.openRead(key, limit)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: "/" + key, Err: err}
+		return nil, readErr(key, err)
 	}
-	// The descriptor is used as is, not through an *os.File: os.NewFile
-	// would ask whether it is non-blocking and try to add it to the
-	// network poller (two system calls that fail for regular files), and
-	// a snapshot's facts are hundreds of small files.
-	defer unix.Close(fd)
-	size := 0
+	return readFD(fd, key, size, limit)
+}
+
+// openRead opens a regular file of at most limit bytes for reading (see
+// readKey) and returns its descriptor and size.
+func (h *Host) openRead(key string, limit int64) (fd, size int, err error) {
+	fd, size, err = h.openPseudo(key, limit)
+	if fd >= 0 || err != nil {
+		return fd, size, err
+	}
+	pfd, err := h.openKey(key, unix.O_PATH)
+	if err != nil {
+		return -1, 0, err
+	}
+	return reopenRegular(pfd, limit, nil)
+}
+
+// readErr reports a failed open of key: ErrTooLarge as is (callers tell a
+// configuration file's limit from it), the rest as a path error.
+func readErr(key string, err error) error {
+	if errors.Is(err, ErrTooLarge) {
+		return err
+	}
+	return &fs.PathError{Op: "open", Path: "/" + key, Err: err}
+}
+
+// openPseudo opens a file of /proc or /sys on the live system for reading
+// in one call, below a descriptor of that mount: RESOLVE_NO_XDEV keeps it
+// on procfs or sysfs, which hold no device, FIFO or socket, and
+// RESOLVE_NO_MAGICLINKS keeps /proc/PID/fd/N or /proc/PID/root from
+// leading anywhere else. fd is -1 without an error when the key needs the
+// general path (another file system, a link that leaves the mount, a
+// magic link, an old kernel).
+func (h *Host) openPseudo(key string, limit int64) (fd, size int, err error) {
+	dir := -1
+	rest, ok := strings.CutPrefix(key, "proc/")
+	if ok {
+		dir = h.procFD
+	} else if rest, ok = strings.CutPrefix(key, "sys/"); ok {
+		dir = h.sysFD
+	}
+	if dir < 0 {
+		return -1, 0, nil
+	}
+	how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS}
+	err = ignoringEINTR(func() (err error) { fd, err = openat2(dir, rest, &how); return err })
+	switch {
+	case err == unix.EXDEV || err == unix.ELOOP || err == unix.ENOSYS || err == unix.EAGAIN:
+		return -1, 0, nil
+	case err != nil:
+		return -1, 0, err
+	}
+	size, err = regularSize(fd, limit, nil)
+	if err != nil {
+		unix.Close(fd)
+		return -1, 0, err
+	}
+	return fd, size, nil
+}
+
+// openPseudoFS opens the mount point of /proc or /sys for openPseudo,
+// or returns -1 when what is there is not that file system.
+func openPseudoFS(dir string, magic int64) int {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	var st unix.Statfs_t
+	if unix.Fstatfs(fd, &st) != nil || st.Type != magic {
+		unix.Close(fd)
+		return -1
+	}
+	return fd
+}
+
+// reopenRegular takes an O_PATH descriptor and, when it is a regular file
+// of at most limit bytes that check (if set) accepts, opens that same
+// inode for reading through /proc/self/fd. It closes pfd.
+func reopenRegular(pfd int, limit int64, check func(*unix.Stat_t) error) (fd, size int, err error) {
+	defer unix.Close(pfd)
+	if size, err = regularSize(pfd, limit, check); err != nil {
+		return -1, 0, err
+	}
+	err = ignoringEINTR(func() (err error) {
+		fd, err = unix.Open("/proc/self/fd/"+itoa(pfd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return -1, 0, err
+	}
+	return fd, size, nil
+}
+
+// regularSize fstats fd and returns its size (0 for pseudo-files, which
+// say 0), or why it is not read: not a regular file, larger than limit,
+// or refused by check.
+func regularSize(fd int, limit int64, check func(*unix.Stat_t) error) (int, error) {
 	var st unix.Stat_t
-	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err == nil {
-		switch {
-		case st.Mode&unix.S_IFMT != unix.S_IFREG:
-			return nil, &fs.PathError{Op: "open", Path: "/" + key, Err: errors.New("not a regular file")}
-		case st.Size > limit:
-			return nil, ErrTooLarge // refused unread
-		case st.Size > 0:
-			size = int(st.Size) // one allocation; /proc files say 0
+	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
+		return 0, err
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return 0, errors.New(notRegular(fileInfo(st).Mode))
+	case st.Size > limit:
+		return 0, ErrTooLarge // refused unread
+	}
+	if check != nil {
+		if err := check(&st); err != nil {
+			return 0, err
 		}
 	}
+	return int(st.Size), nil
+}
+
+// notRegular says what a file that is not read is instead.
+func notRegular(m fs.FileMode) string {
+	t := "type " + m.Type().String()
+	switch m.Type() {
+	case fs.ModeDir:
+		t = "directory"
+	case fs.ModeSymlink:
+		t = "symbolic link"
+	case fs.ModeNamedPipe:
+		t = "FIFO"
+	case fs.ModeSocket:
+		t = "socket"
+	case fs.ModeDevice | fs.ModeCharDevice:
+		t = "character device"
+	case fs.ModeDevice:
+		t = "block device"
+	}
+	return "not a regular file (" + t + ")"
+}
+
+// readFD reads an open regular file, expected to hold size bytes, and
+// closes it. The descriptor is used as is, not through an *os.File:
+// os.NewFile would ask whether it is non-blocking and try to add it to
+// the network poller (two system calls that fail for regular files), and
+// a snapshot's facts are hundreds of small files.
+func readFD(fd int, key string, size int, limit int64) ([]byte, error) {
+	defer unix.Close(fd)
 	buf := make([]byte, 0, max(size+1, 512))
 	for {
 		if len(buf) == cap(buf) {
@@ -328,5 +460,5 @@ func fileInfo(st unix.Stat_t) FileInfo {
 	if st.Mode&unix.S_ISVTX != 0 {
 		mode |= fs.ModeSticky
 	}
-	return FileInfo{Mode: mode, UID: int(st.Uid), GID: int(st.Gid), Size: st.Size, Dev: uint64(st.Dev), IsDir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
+	return FileInfo{Mode: mode, UID: int(st.Uid), GID: int(st.Gid), Size: st.Size, Dev: uint64(st.Dev), Ino: st.Ino, IsDir: st.Mode&unix.S_IFMT == unix.S_IFDIR}
 }

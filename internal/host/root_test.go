@@ -59,9 +59,14 @@ func TestRootConfinesLinks(t *testing.T) { testRootConfinesLinks(t) }
 // TestRootConfinesLinksWithoutOpenat2 takes the walk kernels before 5.6
 // get.
 func TestRootConfinesLinksWithoutOpenat2(t *testing.T) {
-	openat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
-	defer func() { openat2 = unix.Openat2 }()
+	withoutOpenat2(t)
 	testRootConfinesLinks(t)
+}
+
+// withoutOpenat2 makes the test take the path of kernels before 5.6.
+func withoutOpenat2(t *testing.T) {
+	openat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
+	t.Cleanup(func() { openat2 = unix.Openat2 })
 }
 
 func testRootConfinesLinks(t *testing.T) {
@@ -290,7 +295,7 @@ func TestRootWalkRace(t *testing.T) {
 	}
 	os.RemoveAll(filepath.Join(root, "a"))
 	os.Symlink(out, filepath.Join(root, "a"))
-	if fd, err := h.openNoLinks(resolved, unix.O_RDONLY|unix.O_CLOEXEC); err == nil {
+	if fd, err := openNoLinks(h.rootFD, resolved, unix.O_RDONLY|unix.O_CLOEXEC); err == nil {
 		unix.Close(fd)
 		t.Error("opened a file through a directory swapped for a link out of the root")
 	}

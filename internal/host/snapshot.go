@@ -54,6 +54,9 @@ type Manifest struct {
 	CollectedAt time.Time `json:"collected_at"`
 	ToolVersion string    `json:"tool_version"`
 	EUID        int       `json:"euid"`
+	// Claims: collected with the rules of views (For), whose walks it
+	// records; a snapshot without them is read by a view as by its host.
+	Claims bool `json:"claims,omitempty"`
 	// Note is free text given at collection (e.g. what the fixture shows).
 	Note string `json:"note,omitempty"`
 }
@@ -62,7 +65,7 @@ type Manifest struct {
 func (m Manifest) AsRoot() bool { return m.EUID == 0 }
 
 func liveManifest(h *Host) Manifest {
-	m := Manifest{Format: SnapshotFormat, ToolVersion: Version, EUID: os.Geteuid(), Arch: runtime.GOARCH, CollectedAt: time.Now().UTC()}
+	m := Manifest{Format: SnapshotFormat, ToolVersion: Version, EUID: os.Geteuid(), Arch: runtime.GOARCH, CollectedAt: time.Now().UTC(), Claims: true}
 	if b, err := h.readKey("proc/sys/kernel/hostname", 4096); err == nil {
 		m.Hostname = strings.TrimSpace(string(b))
 	}
@@ -193,7 +196,7 @@ func OpenSnapshot(file string) (*Host, error) {
 		return nil, err
 	}
 	defer f.Close()
-	h := &Host{rootFD: -1, snapshot: file, snap: newRecording()}
+	h := &Host{state: &state{rootFD: -1, procFD: -1, sysFD: -1, snapshot: file, snap: newRecording()}}
 	if err := h.unpack(f); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("%s is not a usable dbhost snapshot: %w", file, err)

@@ -58,7 +58,7 @@ func (h *Host) checkTrusted(p string, dir bool) error {
 	}
 	rest := strings.Split(strings.Trim(path.Clean(p), "/"), "/")
 	where := "/"
-	if fi, err := h.Lstat("/"); err != nil {
+	if fi, err := h.plain().Lstat("/"); err != nil {
 		return err
 	} else if why := ownedByRootOnly(fi); why != "" {
 		return untrusted("/", fi, why)
@@ -75,7 +75,7 @@ func (h *Host) checkTrusted(p string, dir bool) error {
 			continue
 		}
 		at := path.Join(where, c)
-		fi, err := h.Lstat(at)
+		fi, err := h.plain().Lstat(at)
 		if err != nil {
 			return err
 		}
@@ -86,7 +86,7 @@ func (h *Host) checkTrusted(p string, dir bool) error {
 			if links++; links > maxTrustLinks {
 				return untrusted(at, fi, "has too many levels of symbolic links")
 			}
-			target, err := h.Readlink(at)
+			target, err := h.plain().Readlink(at)
 			if err != nil {
 				return err
 			}

@@ -112,7 +112,8 @@ func (a privateArea) remove() error {
 // makePrivateDir creates a directory of this Host ("snapshot-PID-*" or
 // "root-PID-*") and takes its lock, released by Close or by the kernel
 // when the process dies. A Host dropped without Close has it removed when
-// the garbage collector finds the Host.
+// the garbage collector finds its state, which outlives the Host while
+// another shares it.
 func (h *Host) makePrivateDir(kind string) (string, error) {
 	var base string
 	parents := unpackParents()
@@ -147,7 +148,7 @@ func (h *Host) makePrivateDir(kind string) (string, error) {
 		return "", err
 	}
 	h.area = &privateArea{dir: dir, lock: lock}
-	h.areaCleanup = runtime.AddCleanup(h, func(a privateArea) { a.remove() }, *h.area)
+	h.areaCleanup = runtime.AddCleanup(h.state, func(a privateArea) { a.remove() }, *h.area)
 	return dir, nil
 }
 
