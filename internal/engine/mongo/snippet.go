@@ -35,9 +35,10 @@ func confLine(key, value string) (string, error) {
 }
 
 // plainScalar: starts with a letter, digit or '/', holds no character
-// YAML gives a meaning (no space, so no ": " or " #") and is not null.
+// YAML gives a meaning (no space, so no ": " or " #", and no ':' at the
+// end) and is not null.
 func plainScalar(s string) bool {
-	if s == "" || !(isAlnum(s[0]) || s[0] == '/') || s == "null" || s == "Null" || s == "NULL" {
+	if s == "" || !(isAlnum(s[0]) || s[0] == '/') || strings.HasSuffix(s, ":") || s == "null" || s == "Null" || s == "NULL" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
