@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -90,6 +89,9 @@ type Snippet struct {
 	// Restart: a setting takes effect only after a restart.
 	Restart bool
 	Entries []SnippetEntry
+	// Refuse, if set, is told of each entry left out because the
+	// server's syntax cannot hold it safely, and why.
+	Refuse func(e SnippetEntry, why string)
 }
 
 // SnippetEntry is one setting with the findings that ask for it.
@@ -213,21 +215,7 @@ func (Base) MainConfig(in *Instance) string {
 
 // ConfigSnippet: a file of "key value" lines next to the main
 // configuration, for a person to merge.
-func (Base) ConfigSnippet(s Snippet) (string, string) {
-	dir := s.Dir
-	if dir == "" && s.File != "" {
-		dir = path.Dir(s.File)
-	}
-	if dir == "" {
-		dir = "/etc"
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Merge into %s (restart to apply).\n", s.File)
-	for _, e := range s.Entries {
-		fmt.Fprintf(&b, "\n# %s\n%s %s\n", strings.Join(e.Tags, ", "), e.Key, e.Value)
-	}
-	return path.Join(dir, s.Name+"-"+strings.ReplaceAll(s.Instance, ":", "-")+".conf"), b.String()
-}
+func (Base) ConfigSnippet(s Snippet) (string, string) { return s.Merge(plainLine) }
 
 // ConfigNamed returns the configuration file among the instance's whose
 // name ends in suffix, else the first.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dbhost/dbhost/internal/conftext"
 	"github.com/dbhost/dbhost/internal/textio"
 )
 
@@ -100,10 +101,12 @@ func (l fstabLine) withOptions(add, remove []string) (string, bool) {
 	return l.text[:sp[0]] + nw + l.text[sp[1]:], nw != l.text[sp[0]:sp[1]]
 }
 
-// renderMounts writes each mount change as the exact /etc/fstab line that
+// mounts writes each mount change as the exact /etc/fstab line that
 // mounts the filesystem now and the line to replace it with; rewriting the
 // live fstab is left to a person.
-func renderMounts(ctx Context, items []Item) File {
+func (r *renderer) mounts(items []Item) File {
+	const file = "fstab-changes.txt"
+	ctx := r.ctx
 	type mc struct {
 		source      string
 		add, remove []string
@@ -136,28 +139,54 @@ func renderMounts(ctx Context, items []Item) File {
 	lines := parseFstab(ctx.Fstab.Value)
 	for _, mp := range sortedKeys(ms) {
 		e := ms[mp]
-		fmt.Fprintf(&b, "\n# %s\n", strings.Join(e.tags, ", "))
+		b.WriteString("\n" + tagsComment(e.tags) + "\n")
 		want := optionWords(e.add, e.remove)
 		if !ctx.Fstab.OK() {
-			fmt.Fprintf(&b, "# %s could not be read (%s): in the line that mounts %s, %s.\n", orFstab(ctx.Fstab.Source), ctx.Fstab.Err, mp, want)
+			commentf(&b, "%s could not be read (%s): in the line that mounts %s, %s.", orFstab(ctx.Fstab.Source), ctx.Fstab.Err, mp, want)
 			continue
 		}
 		l, ok, other := findFstab(lines, mp, e.source)
 		switch {
 		case !ok && other != "":
-			fmt.Fprintf(&b, "# %s mounts %s at %s, but %s is mounted there now: no line is changed; check which is right, then %s.\n", ctx.Fstab.Source, other, mp, e.source, want)
+			commentf(&b, "%s mounts %s at %s, but %s is mounted there now: no line is changed; check which is right, then %s.", ctx.Fstab.Source, other, mp, e.source, want)
 		case !ok:
-			fmt.Fprintf(&b, "# No line of %s mounts %s (%s is mounted there by something else: the kernel's root= for /, a systemd mount unit or a script): %s there, or add a line for it.\n", ctx.Fstab.Source, mp, hostOrDash(e.source), want)
+			commentf(&b, "No line of %s mounts %s (%s is mounted there by something else: the kernel's root= for /, a systemd mount unit or a script): %s there, or add a line for it.", ctx.Fstab.Source, mp, hostOrDash(e.source), want)
 		default:
 			after, changed := l.withOptions(e.add, e.remove)
 			if !changed {
-				fmt.Fprintf(&b, "# %s:%d already has these options; the mount has not been remounted since:\n# %s\n", ctx.Fstab.Source, l.no, l.text)
+				commentf(&b, "%s:%d already has these options; the mount has not been remounted since:", ctx.Fstab.Source, l.no)
+				b.WriteString(fstabComment(l.text))
 				continue
 			}
-			fmt.Fprintf(&b, "# %s:%d before:\n# %s\n%s\n", ctx.Fstab.Source, l.no, l.text, after)
+			if conftext.HasControl(strings.ReplaceAll(after, "\t", " ")) {
+				r.refuse(file, e.tags, "fstab line "+quote(after), errControl)
+				continue
+			}
+			commentf(&b, "%s:%d before:", ctx.Fstab.Source, l.no)
+			b.WriteString(fstabComment(l.text) + after + "\n")
 		}
 	}
-	return File{Path: "fstab-changes.txt", Content: b.String(), Mode: 0o644}
+	return File{Path: file, Content: b.String(), Mode: 0o644}
+}
+
+// commentf writes a comment line; its string arguments are host text.
+func commentf(b *strings.Builder, format string, a ...any) {
+	for i, v := range a {
+		if s, ok := v.(string); ok {
+			a[i] = comment(s)
+		}
+	}
+	fmt.Fprintf(b, "# "+format+"\n", a...)
+}
+
+// fstabComment shows an fstab line as a comment with its tabs, so that a
+// person finds it as it is.
+func fstabComment(line string) string {
+	parts := strings.Split(line, "\t")
+	for i, p := range parts {
+		parts[i] = comment(p)
+	}
+	return "# " + strings.Join(parts, "\t") + "\n"
 }
 
 func optionWords(add, remove []string) string {

@@ -70,35 +70,68 @@ func (it Item) tag() string {
 }
 
 // Render turns fixes into persistent files, merged per file and sorted so
-// that rendering the same findings twice gives identical files.
-func Render(ctx Context, items []Item) []File {
-	var files []File
-	add := func(f File) {
-		if f.Content != "" {
-			files = append(files, f)
-		}
-	}
-	add(renderSysctl(ctx, items))
-	add(renderUdev(items))
-	add(renderLimits(items))
-	files = append(files, renderDropins(items)...)
-	add(renderTmpfiles(items))
-	add(renderCmdline(items))
+// that rendering the same findings twice gives identical files. A value a
+// file's format cannot hold safely is left out (see Refused).
+func Render(ctx Context, items []Item) []File { return render(ctx, items).files }
+
+// Refused lists what Render leaves out of the files, and why.
+func Refused(ctx Context, items []Item) []Refusal { return render(ctx, items).refused }
+
+// Refusal is a setting left out because the format it was to be written in
+// cannot hold one of its strings safely.
+type Refusal struct {
+	// Tags name the findings that want it.
+	Tags []string `json:"findings"`
+	// What is the setting, its strings quoted and escaped.
+	What string `json:"what"`
+	// In is the file it was left out of, or the commands.
+	In  string `json:"in"`
+	Why string `json:"why"`
+}
+
+// renderer collects the files and what it refused to write into them.
+type renderer struct {
+	ctx     Context
+	files   []File
+	refused []Refusal
+}
+
+func render(ctx Context, items []Item) *renderer {
+	r := &renderer{ctx: ctx}
+	r.add(r.sysctl(items))
+	r.add(r.udev(items))
+	r.add(r.limits(items))
+	r.files = append(r.files, r.dropins(items)...)
+	r.add(r.tmpfiles(items))
+	r.add(r.cmdline(items))
 	if ctx.TunedProfile != "" {
-		add(renderTuned(ctx, items))
+		r.add(r.tuned(items))
 	}
-	files = append(files, renderConfig(ctx, items)...)
-	add(renderMounts(ctx, items))
-	sort.Slice(files, func(a, b int) bool { return files[a].Path < files[b].Path })
-	return files
+	r.files = append(r.files, r.config(items)...)
+	r.add(r.mounts(items))
+	sort.Slice(r.files, func(a, b int) bool { return r.files[a].Path < r.files[b].Path })
+	return r
+}
+
+func (r *renderer) add(f File) {
+	if f.Content != "" {
+		r.files = append(r.files, f)
+	}
+}
+
+// refuse records that what was left out of in, and why.
+func (r *renderer) refuse(in string, tags []string, what string, err error) {
+	r.refused = append(r.refused, Refusal{Tags: tags, What: what, In: in, Why: err.Error()})
 }
 
 const header = "# Written by dbhost. Each setting names the findings it fixes.\n"
 
-// entry collects, for one key, its value and the findings that want it.
+// entry collects, for one key, its value and the findings that want it;
+// line is the entry as its file's encoder wrote it.
 type entry struct {
 	key, value string
 	tags       []string
+	line       string
 }
 
 func collect(items []Item, get func(Item) []KV) []entry {
@@ -125,6 +158,30 @@ func collect(items []Item, get func(Item) []KV) []entry {
 	return out
 }
 
+// encode keeps the entries enc accepts, with their lines, and refuses the
+// others (kind names them: "sysctl").
+func (r *renderer) encode(in, kind string, es []entry, enc func(k, v string) (string, error)) []entry {
+	var out []entry
+	for _, e := range es {
+		l, err := enc(e.key, e.value)
+		if err != nil {
+			r.refuse(in, e.tags, kvWhat(kind, KV{e.key, e.value}), err)
+			continue
+		}
+		e.line = l
+		out = append(out, e)
+	}
+	return out
+}
+
+// writeEntries writes each entry as lead, its findings as a comment and
+// its line.
+func writeEntries(b *strings.Builder, lead string, es []entry) {
+	for _, e := range es {
+		b.WriteString(lead + tagsComment(e.tags) + "\n" + e.line + "\n")
+	}
+}
+
 func appendUnique(s []string, v string) []string {
 	for _, x := range s {
 		if x == v {
@@ -134,27 +191,27 @@ func appendUnique(s []string, v string) []string {
 	return append(s, v)
 }
 
-func renderSysctl(ctx Context, items []Item) File {
-	es := collect(items, func(it Item) []KV { return it.Fix.Sysctl })
+func (r *renderer) sysctl(items []Item) File {
+	const file = "/etc/sysctl.d/" + Name + ".conf"
+	es := r.encode(file, "sysctl", collect(items, func(it Item) []KV { return it.Fix.Sysctl }), sysctlLine)
 	if len(es) == 0 {
 		return File{}
 	}
 	var b strings.Builder
 	b.WriteString(header)
 	b.WriteString("# Apply now with: sysctl --system\n")
-	if ctx.Container && !allNamespaced(es) {
+	if r.ctx.Container && !allNamespaced(es) {
 		b.WriteString("# dbhost ran in a container: install the vm.*, kernel.* and fs.* settings on the container's host.\n")
 	}
-	if ctx.TunedProfile != "" && !ctx.TunedReapplySysctl {
+	if r.ctx.TunedProfile != "" && !r.ctx.TunedReapplySysctl {
 		b.WriteString("# TuneD is active and does not re-apply sysctl.d: the same values are in the dbhost TuneD profile.\n")
 	}
-	for _, e := range es {
-		fmt.Fprintf(&b, "\n# %s\n%s = %s\n", strings.Join(e.tags, ", "), e.key, e.value)
-	}
-	return File{Path: "/etc/sysctl.d/" + Name + ".conf", Content: b.String(), Mode: 0o644}
+	writeEntries(&b, "\n", es)
+	return File{Path: file, Content: b.String(), Mode: 0o644}
 }
 
-func renderUdev(items []Item) File {
+func (r *renderer) udev(items []Item) File {
+	const file = "/etc/udev/rules.d/" + Name + ".rules"
 	type dev struct {
 		attrs map[string]string
 		tags  []string
@@ -173,25 +230,35 @@ func renderUdev(items []Item) File {
 			d.tags = appendUnique(d.tags, it.tag())
 		}
 	}
-	if len(devs) == 0 {
+	var rules []string
+	for _, name := range sortedKeys(devs) {
+		d := devs[name]
+		var attrs []string
+		for _, a := range sortedKeys(d.attrs) {
+			l, err := udevAttr(a, d.attrs[a])
+			if err = firstErr(udevDevice(name), err); err != nil {
+				r.refuse(file, d.tags, udevWhat(UdevAttr{name, a, d.attrs[a]}), err)
+				continue
+			}
+			attrs = append(attrs, l)
+		}
+		if len(attrs) > 0 {
+			rules = append(rules, fmt.Sprintf("\n%s\nACTION==\"add|change\", SUBSYSTEM==\"block\", KERNEL==\"%s\"%s\n", tagsComment(d.tags), name, strings.Join(attrs, "")))
+		}
+	}
+	if len(rules) == 0 {
 		return File{}
 	}
 	var b strings.Builder
 	b.WriteString(header)
 	b.WriteString("# Apply now with: udevadm control --reload && udevadm trigger --subsystem-match=block --action=change\n")
 	b.WriteString("# Kernel names can change between boots when disks are added; match on ENV{ID_SERIAL} if yours do.\n")
-	for _, name := range sortedKeys(devs) {
-		d := devs[name]
-		fmt.Fprintf(&b, "\n# %s\nACTION==\"add|change\", SUBSYSTEM==\"block\", KERNEL==\"%s\"", strings.Join(d.tags, ", "), name)
-		for _, a := range sortedKeys(d.attrs) {
-			fmt.Fprintf(&b, ", ATTR{%s}=\"%s\"", a, d.attrs[a])
-		}
-		b.WriteString("\n")
-	}
-	return File{Path: "/etc/udev/rules.d/" + Name + ".rules", Content: b.String(), Mode: 0o644}
+	b.WriteString(strings.Join(rules, ""))
+	return File{Path: file, Content: b.String(), Mode: 0o644}
 }
 
-func renderLimits(items []Item) File {
+func (r *renderer) limits(items []Item) File {
+	const file = "/etc/security/limits.d/" + Name + ".conf"
 	type line struct {
 		l    LimitLine
 		tags []string
@@ -211,18 +278,25 @@ func renderLimits(items []Item) File {
 			idx[k] = &line{l: l, tags: []string{it.tag()}}
 		}
 	}
-	if len(idx) == 0 {
+	var lines []string
+	for _, k := range sortedKeys(idx) {
+		e := idx[k]
+		l, err := limitsLine(e.l)
+		if err != nil {
+			r.refuse(file, e.tags, "limit "+quote(e.l.Domain)+" "+quote(e.l.Type)+" "+quote(e.l.Item)+" "+quote(e.l.Value), err)
+			continue
+		}
+		lines = append(lines, "\n"+tagsComment(e.tags)+"\n"+l+"\n")
+	}
+	if len(lines) == 0 {
 		return File{}
 	}
 	var b strings.Builder
 	b.WriteString(header)
 	b.WriteString("# pam_limits applies these to logins and to services started outside systemd;\n")
 	b.WriteString("# systemd services need the LimitXXX= drop-ins written next to this file.\n")
-	for _, k := range sortedKeys(idx) {
-		e := idx[k]
-		fmt.Fprintf(&b, "\n# %s\n%-12s %-5s %-8s %s\n", strings.Join(e.tags, ", "), e.l.Domain, e.l.Type, e.l.Item, e.l.Value)
-	}
-	return File{Path: "/etc/security/limits.d/" + Name + ".conf", Content: b.String(), Mode: 0o644}
+	b.WriteString(strings.Join(lines, ""))
+	return File{Path: file, Content: b.String(), Mode: 0o644}
 }
 
 // larger reports whether limit value a exceeds b ("unlimited" exceeds
@@ -239,7 +313,7 @@ func larger(a, b string) bool {
 	return err1 == nil && err2 == nil && x > y
 }
 
-func renderDropins(items []Item) []File {
+func (r *renderer) dropins(items []Item) []File {
 	units := map[string]map[string]map[string]*entry{} // unit → section → key
 	for _, it := range items {
 		for _, d := range it.Fix.Dropins {
@@ -263,42 +337,58 @@ func renderDropins(items []Item) []File {
 	}
 	var files []File
 	for _, u := range sortedKeys(units) {
+		file := "/etc/systemd/system/" + u + ".d/" + Name + ".conf"
+		var sections []string
+		for _, s := range sortedKeys(units[u]) {
+			var es []entry
+			for _, k := range sortedKeys(units[u][s]) {
+				es = append(es, *units[u][s][k])
+			}
+			enc := func(k, v string) (string, error) {
+				l, err := unitLine(k, v)
+				return encoded(l, unitName(u), iniName(s), err)
+			}
+			es = r.encode(file, "unit setting "+quote(u)+" ["+quote(s)+"]", es, enc)
+			if len(es) == 0 {
+				continue
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "\n[%s]\n", s)
+			writeEntries(&b, "", es)
+			sections = append(sections, b.String())
+		}
+		if len(sections) == 0 {
+			continue
+		}
 		var b strings.Builder
 		b.WriteString(header)
 		fmt.Fprintf(&b, "# Read when %s starts; systemctl daemon-reload makes systemd see it (see the finding for what applies it now).\n", u)
-		for _, s := range sortedKeys(units[u]) {
-			fmt.Fprintf(&b, "\n[%s]\n", s)
-			keys := units[u][s]
-			for _, k := range sortedKeys(keys) {
-				e := keys[k]
-				fmt.Fprintf(&b, "# %s\n%s=%s\n", strings.Join(e.tags, ", "), e.key, e.value)
-			}
-		}
-		files = append(files, File{Path: "/etc/systemd/system/" + u + ".d/" + Name + ".conf", Content: b.String(), Mode: 0o644})
+		b.WriteString(strings.Join(sections, ""))
+		files = append(files, File{Path: file, Content: b.String(), Mode: 0o644})
 	}
 	return files
 }
 
-// renderTmpfiles persists /sys knobs (THP defrag, khugepaged) that have no
-// kernel parameter: systemd-tmpfiles writes them early at every boot.
-func renderTmpfiles(items []Item) File {
-	es := collect(items, func(it Item) []KV { return it.Fix.Sysfs })
+// tmpfiles persists /sys knobs (THP defrag, khugepaged) that have no kernel
+// parameter: systemd-tmpfiles writes them early at every boot.
+func (r *renderer) tmpfiles(items []Item) File {
+	const file = "/etc/tmpfiles.d/" + Name + ".conf"
+	es := r.encode(file, "sysfs", collect(items, func(it Item) []KV { return it.Fix.Sysfs }), tmpfilesLine)
 	if len(es) == 0 {
 		return File{}
 	}
 	var b strings.Builder
 	b.WriteString(header)
 	b.WriteString("# systemd-tmpfiles writes these /sys values at every boot. Apply now with:\n")
-	b.WriteString("#   systemd-tmpfiles --create " + "/etc/tmpfiles.d/" + Name + ".conf\n")
-	for _, e := range es {
-		fmt.Fprintf(&b, "\n# %s\nw %s - - - - %s\n", strings.Join(e.tags, ", "), e.key, e.value)
-	}
-	return File{Path: "/etc/tmpfiles.d/" + Name + ".conf", Content: b.String(), Mode: 0o644}
+	b.WriteString("#   systemd-tmpfiles --create " + file + "\n")
+	writeEntries(&b, "\n", es)
+	return File{Path: file, Content: b.String(), Mode: 0o644}
 }
 
-// renderCmdline writes a GRUB drop-in (Debian and Ubuntu read
+// cmdline writes a GRUB drop-in (Debian and Ubuntu read
 // /etc/default/grub.d/*.cfg); RHEL-family hosts use grubby instead.
-func renderCmdline(items []Item) File {
+func (r *renderer) cmdline(items []Item) File {
+	const file = "/etc/default/grub.d/" + Name + ".cfg"
 	var params []string
 	tags := map[string][]string{}
 	for _, it := range items {
@@ -309,71 +399,101 @@ func renderCmdline(items []Item) File {
 			tags[p] = appendUnique(tags[p], it.tag())
 		}
 	}
-	if len(params) == 0 {
+	sort.Strings(params)
+	var ok []string
+	for _, p := range params {
+		if err := kernelParam(p); err != nil {
+			r.refuse(file, tags[p], "kernel parameter "+quote(p), err)
+			continue
+		}
+		ok = append(ok, p)
+	}
+	if len(ok) == 0 {
 		return File{}
 	}
-	sort.Strings(params)
 	var b strings.Builder
 	b.WriteString(header)
-	for _, p := range params {
-		fmt.Fprintf(&b, "# %s: %s\n", p, strings.Join(tags[p], ", "))
+	for _, p := range ok {
+		fmt.Fprintf(&b, "# %s: %s\n", p, comment(strings.Join(tags[p], ", ")))
 	}
 	b.WriteString("# Then run update-grub and reboot. On RHEL-family hosts instead run:\n")
-	fmt.Fprintf(&b, "#   grubby --update-kernel=ALL --args=\"%s\"\n", strings.Join(params, " "))
-	fmt.Fprintf(&b, "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX %s\"\n", strings.Join(params, " "))
-	return File{Path: "/etc/default/grub.d/" + Name + ".cfg", Content: b.String(), Mode: 0o644}
+	fmt.Fprintf(&b, "#   grubby --update-kernel=ALL --args=\"%s\"\n", strings.Join(ok, " "))
+	fmt.Fprintf(&b, "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX %s\"\n", strings.Join(ok, " "))
+	return File{Path: file, Content: b.String(), Mode: 0o644}
 }
 
-// renderTuned writes a child TuneD profile that includes the active one and
+// tuned writes a child TuneD profile that includes the active one and
 // overrides what the findings need, so TuneD stops re-applying bad values.
-func renderTuned(ctx Context, items []Item) File {
+func (r *renderer) tuned(items []Item) File {
+	const file = "/etc/tuned/dbhost/tuned.conf"
+	ctx := r.ctx
 	sys := collect(items, func(it Item) []KV { return it.Fix.Sysctl })
-	var thp string
+	var thp []entry
 	for _, it := range items {
 		for _, kv := range it.Fix.Sysfs {
-			if kv.Key == "/sys/kernel/mm/transparent_hugepage/enabled" && thp == "" {
-				thp = kv.Value
+			if kv.Key == "/sys/kernel/mm/transparent_hugepage/enabled" && len(thp) == 0 {
+				thp = []entry{{key: "transparent_hugepages", value: kv.Value, tags: []string{it.tag()}}}
 			}
 		}
 	}
 	disk := collect(items, func(it Item) []KV { return it.Fix.TunedDisk })
-	if len(sys) == 0 && thp == "" && len(disk) == 0 {
+	include := ctx.TunedInclude
+	if include == "" && ctx.TunedProfile != "dbhost" {
+		include = ctx.TunedProfile
+	}
+	if include != "" {
+		if err := tunedName(include); err != nil {
+			r.refuseAll(file, "TuneD profile "+quote(include), err, sys, thp, disk)
+			return File{}
+		}
+	}
+	thp = r.encode(file, "TuneD [vm]", thp, func(k, v string) (string, error) { return tunedLine(k, v, iniName) })
+	disk = r.encode(file, "TuneD [disk]", disk, func(k, v string) (string, error) { return tunedLine(k, v, iniName) })
+	sys = r.encode(file, "sysctl", sys, func(k, v string) (string, error) { return tunedLine(k, v, sysctlName) })
+	if len(sys) == 0 && len(thp) == 0 && len(disk) == 0 {
 		return File{}
 	}
 	var b strings.Builder
 	b.WriteString(header)
 	fmt.Fprintf(&b, "# TuneD profile %q is active and re-applies its values at every start.\n", ctx.TunedProfile)
 	b.WriteString("# Activate this child profile with: tuned-adm profile dbhost\n")
-	include := ctx.TunedInclude
-	if include == "" && ctx.TunedProfile != "dbhost" {
-		include = ctx.TunedProfile
-	}
 	if include != "" {
 		fmt.Fprintf(&b, "\n[main]\nsummary=%s with dbhost's database fixes\ninclude=%s\n", include, include)
 	} else {
 		b.WriteString("\n[main]\nsummary=dbhost's database fixes\n")
 	}
-	if thp != "" {
-		fmt.Fprintf(&b, "\n[vm]\ntransparent_hugepages=%s\n", thp)
+	if len(thp) > 0 {
+		fmt.Fprintf(&b, "\n[vm]\n%s\n", thp[0].line)
 	}
 	if len(disk) > 0 {
 		b.WriteString("\n[disk]\n")
-		for _, e := range disk {
-			fmt.Fprintf(&b, "# %s\n%s=%s\n", strings.Join(e.tags, ", "), e.key, e.value)
-		}
+		writeEntries(&b, "", disk)
 	}
 	if len(sys) > 0 {
 		b.WriteString("\n[sysctl]\n")
-		for _, e := range sys {
-			fmt.Fprintf(&b, "# %s\n%s=%s\n", strings.Join(e.tags, ", "), e.key, e.value)
-		}
+		writeEntries(&b, "", sys)
 	}
-	return File{Path: "/etc/tuned/dbhost/tuned.conf", Content: b.String(), Mode: 0o644}
+	return File{Path: file, Content: b.String(), Mode: 0o644}
 }
 
-// renderConfig writes one snippet per database instance into the directory
-// the server includes, or next to its main file with a note to include it.
-func renderConfig(ctx Context, items []Item) []File {
+// refuseAll refuses a whole file: every entry of every group.
+func (r *renderer) refuseAll(in, what string, err error, groups ...[]entry) {
+	var tags []string
+	for _, es := range groups {
+		for _, e := range es {
+			for _, t := range e.tags {
+				tags = appendUnique(tags, t)
+			}
+		}
+	}
+	if len(tags) > 0 {
+		r.refuse(in, tags, what, err)
+	}
+}
+
+// config writes one snippet per database instance into the directory the
+// server includes, or next to its main file with a note to include it.
+func (r *renderer) config(items []Item) []File {
 	byInst := map[string][]entry{}
 	restart := map[string]bool{}
 	engineOf := map[string]string{}
@@ -399,19 +519,30 @@ func renderConfig(ctx Context, items []Item) []File {
 	for _, inst := range sortedKeys(byInst) {
 		es := byInst[inst]
 		sort.Slice(es, func(a, b int) bool { return es[a].key < es[b].key })
-		info, known := ctx.Instances[inst]
+		info, known := r.ctx.Instances[inst]
 		if known && info.NoConfig {
 			continue // the finding's Manual says where the setting goes instead
 		}
 		eng := engineOf[inst]
-		var b strings.Builder
-		b.WriteString(header)
-		fmt.Fprintf(&b, "# Settings for %s.\n", inst)
-		sn := engine.Snippet{Instance: inst, Dir: info.ConfDir, File: info.ConfFile, Name: ConfigName, Restart: restart[inst]}
+		var refused []Refusal
+		sn := engine.Snippet{Instance: inst, Dir: info.ConfDir, File: info.ConfFile, Name: ConfigName, Restart: restart[inst],
+			Refuse: func(e engine.SnippetEntry, why string) {
+				refused = append(refused, Refusal{Tags: e.Tags, What: "setting " + quote(e.Key) + " = " + quote(e.Value) + " of " + quote(inst), Why: why})
+			}}
 		for _, e := range es {
 			sn.Entries = append(sn.Entries, engine.SnippetEntry{Key: e.key, Value: e.value, Tags: e.tags})
 		}
 		p, text := engine.ProfileOf(engine.Engine(eng)).ConfigSnippet(sn)
+		for _, rf := range refused {
+			rf.In = p
+			r.refused = append(r.refused, rf)
+		}
+		if len(refused) == len(es) {
+			continue
+		}
+		var b strings.Builder
+		b.WriteString(header)
+		fmt.Fprintf(&b, "# Settings for %s.\n", comment(inst))
 		b.WriteString(text)
 		files = append(files, File{Path: p, Content: b.String(), Mode: 0o640})
 	}

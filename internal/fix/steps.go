@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/dbhost/dbhost/internal/conftext"
 )
 
 // Phases of the commands that apply fixes now, in the order they must run:
@@ -36,11 +38,25 @@ func phaseOf(cmd string) (int, bool) {
 	return phaseApply, true
 }
 
+// commandsIn names where a refused command was to be shown.
+const commandsIn = "the commands to run now"
+
 // RuntimeCommands derives the commands that apply a fix now from its
 // structured parts and adds the check's own, ordered so that running them
 // top to bottom after installing the fix's files is correct. systemctl is
 // left out where PID 1 is not systemd, and restarts are never listed.
+// Host values are shell-quoted; what cannot be shown safely is left out
+// (Steps says so).
 func RuntimeCommands(f *Fix, ctx Context) []string {
+	cmds, _ := runtimeCommands(f, ctx)
+	return cmds
+}
+
+func runtimeCommands(f *Fix, ctx Context) ([]string, []Refusal) {
+	var refused []Refusal
+	refuse := func(what string, err error) {
+		refused = append(refused, Refusal{What: what, In: commandsIn, Why: err.Error()})
+	}
 	var steps [2][]string
 	add := func(cmd string) {
 		ph, ok := phaseOf(cmd)
@@ -58,23 +74,44 @@ func RuntimeCommands(f *Fix, ctx Context) []string {
 		add("systemctl daemon-reload")
 	}
 	for _, kv := range f.Sysctl {
-		add(fmt.Sprintf("sysctl -w %s=%s", kv.Key, kv.Value))
+		if err := sysctlKnob(kv); err != nil {
+			refuse(kvWhat("sysctl", kv), err)
+			continue
+		}
+		add(shellCommand("sysctl", "-w", kv.Key+"="+kv.Value))
 	}
 	for _, kv := range f.Sysfs {
-		add(fmt.Sprintf("echo %s > %s", kv.Value, kv.Key))
+		if err := sysfsKnob(kv); err != nil {
+			refuse(kvWhat("sysfs", kv), err)
+			continue
+		}
+		add(writeCommand(kv.Value, kv.Key))
 	}
 	for _, u := range f.Udev {
-		add(fmt.Sprintf("echo %s > /sys/block/%s/%s", u.Value, u.Device, u.Attr))
+		if err := udevKnob(u); err != nil {
+			refuse(udevWhat(u), err)
+			continue
+		}
+		add(writeCommand(u.Value, udevPath(u)))
 	}
 	for _, m := range f.Mount {
 		if len(m.Remove) == 0 && len(m.Add) > 0 {
-			add(fmt.Sprintf("mount -o remount,%s %s", strings.Join(m.Add, ","), m.MountPoint))
+			opts := "remount," + strings.Join(m.Add, ",")
+			if conftext.HasControl(opts + m.MountPoint) {
+				refuse("remount of "+quote(m.MountPoint), errControl)
+				continue
+			}
+			add(shellCommand("mount", "-o", opts, m.MountPoint))
 		}
 	}
 	for _, r := range f.Runtime {
+		if conftext.HasControl(r) {
+			refuse("the command "+quote(r), errControl)
+			continue
+		}
 		add(r)
 	}
-	return append(steps[phaseReload], steps[phaseApply]...)
+	return append(steps[phaseReload], steps[phaseApply]...), refused
 }
 
 // Steps is the rest of what a person must know to apply the fix: the
@@ -83,7 +120,8 @@ func RuntimeCommands(f *Fix, ctx Context) []string {
 // left to say.
 func Steps(f *Fix, ctx Context) string {
 	var out []string
-	cmds := len(RuntimeCommands(f, ctx)) > 0
+	list, refused := runtimeCommands(f, ctx)
+	cmds := len(list) > 0
 	if !ctx.Systemd && (len(f.Dropins) > 0 || hasSystemctl(f.Runtime)) {
 		units := map[string]bool{}
 		for _, d := range f.Dropins {
@@ -104,6 +142,7 @@ func Steps(f *Fix, ctx Context) string {
 		}
 		out = append(out, inst+" reads no configuration file, so dbhost writes no snippet for it: set these options where the server is started (its command line), or start it with a configuration file.")
 	}
+	out = append(out, refusalSentences(append(Refused(ctx, []Item{{Fix: f}}), refused...))...)
 	if r := f.Restart; r != nil {
 		how := "restart it the way it is started"
 		if r.Unit != "" && ctx.Systemd {
@@ -120,8 +159,28 @@ func Steps(f *Fix, ctx Context) string {
 	return strings.Join(out, " ")
 }
 
+// refusalSentences says what was left out where and why, one sentence per
+// setting however many places refused it.
+func refusalSentences(rs []Refusal) []string {
+	type key struct{ what, why string }
+	var order []key
+	in := map[key][]string{}
+	for _, r := range rs {
+		k := key{r.What, r.Why}
+		if _, ok := in[k]; !ok {
+			order = append(order, k)
+		}
+		in[k] = appendUnique(in[k], r.In)
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, fmt.Sprintf("Left out of %s as unsafe to write: %s (%s).", strings.Join(in[k], " and "), k.what, k.why))
+	}
+	return out
+}
+
 // noConfig lists the instances the fix configures that read no
-// configuration file (renderConfig writes them nothing).
+// configuration file (Render writes them no snippet).
 func noConfig(f *Fix, ctx Context) []string {
 	seen := map[string]bool{}
 	for _, c := range f.Config {
@@ -164,12 +223,12 @@ func Sequence(ctx Context, items []Item) []string {
 			continue
 		}
 		var b strings.Builder
-		b.WriteString(it.tag() + ":")
+		b.WriteString(comment(it.tag()) + ":")
 		for _, c := range cmds {
 			b.WriteString("\n      " + c)
 		}
 		if s != "" {
-			b.WriteString("\n      # " + s)
+			b.WriteString("\n      # " + comment(s))
 		}
 		out = append(out, b.String())
 	}

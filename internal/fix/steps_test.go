@@ -90,7 +90,7 @@ func TestRenderMountsExactLines(t *testing.T) {
 			[]string{"/dev/vde1 /srv/old ext4 defaults 0 2\n"}, nil},
 	}
 	for _, c := range cases {
-		f := renderMounts(ctx, []Item{{ID: "storage.noatime", Subject: "mount:" + c.m.MountPoint, Fix: &Fix{Mount: []MountChange{c.m}}}})
+		f := (&renderer{ctx: ctx}).mounts([]Item{{ID: "storage.noatime", Subject: "mount:" + c.m.MountPoint, Fix: &Fix{Mount: []MountChange{c.m}}}})
 		for _, w := range c.want {
 			if !strings.Contains(f.Content, w) {
 				t.Errorf("%s: lacks %q:\n%s", c.name, w, f.Content)
@@ -105,7 +105,7 @@ func TestRenderMountsExactLines(t *testing.T) {
 			t.Errorf("%s: pseudo-syntax:\n%s", c.name, f.Content)
 		}
 	}
-	f := renderMounts(Context{Fstab: host.Missing("/etc/fstab", "not recorded in this snapshot")}, []Item{{ID: "storage.noatime", Fix: &Fix{Mount: []MountChange{{MountPoint: "/srv/pg", Add: []string{"noatime"}}}}}})
+	f := (&renderer{ctx: Context{Fstab: host.Missing("/etc/fstab", "not recorded in this snapshot")}}).mounts([]Item{{ID: "storage.noatime", Fix: &Fix{Mount: []MountChange{{MountPoint: "/srv/pg", Add: []string{"noatime"}}}}}})
 	if !strings.Contains(f.Content, "/etc/fstab could not be read (not recorded in this snapshot)") {
 		t.Errorf("unreadable fstab:\n%s", f.Content)
 	}
@@ -117,14 +117,14 @@ func TestRenderMountsExactLines(t *testing.T) {
 func TestRenderConfigNotRead(t *testing.T) {
 	it := Item{ID: "mysql.x", Subject: "mysql:3306", Fix: &Fix{Config: []ConfigChange{{Instance: "mysql:3306", Engine: "mysql", Key: "symbolic_links", Value: "0"}}}}
 	none := Context{Instances: map[string]InstanceInfo{"mysql:3306": {Engine: "mysql", NoConfig: true}}}
-	if files := renderConfig(none, []Item{it}); len(files) != 0 {
+	if files := (&renderer{ctx: none}).config([]Item{it}); len(files) != 0 {
 		t.Errorf("a snippet for a server that reads no file: %+v", files)
 	}
 	if s := Steps(it.Fix, none); !strings.Contains(s, "mysql:3306 reads no configuration file, so dbhost writes no snippet") {
 		t.Errorf("steps %q", s)
 	}
 	some := Context{Instances: map[string]InstanceInfo{"mysql:3306": {Engine: "mysql", ConfFile: "/etc/mysql/my.cnf"}}}
-	if files := renderConfig(some, []Item{it}); len(files) != 1 || files[0].Path != "/etc/mysql/zz-dbhost.cnf" {
+	if files := (&renderer{ctx: some}).config([]Item{it}); len(files) != 1 || files[0].Path != "/etc/mysql/zz-dbhost.cnf" {
 		t.Errorf("files %+v", files)
 	}
 }
@@ -135,7 +135,7 @@ func TestRenderLimitsLargestNeed(t *testing.T) {
 	small := &Fix{Limits: []LimitLine{{Domain: "postgres", Type: "soft", Item: "nofile", Value: "1024"}}}
 	big := &Fix{Limits: []LimitLine{{Domain: "postgres", Type: "soft", Item: "nofile", Value: "4096"}}}
 	for _, order := range [][]*Fix{{small, big}, {big, small}} {
-		f := renderLimits([]Item{{ID: "limits.nofile", Subject: "a", Fix: order[0]}, {ID: "limits.nofile", Subject: "b", Fix: order[1]}})
+		f := (&renderer{}).limits([]Item{{ID: "limits.nofile", Subject: "a", Fix: order[0]}, {ID: "limits.nofile", Subject: "b", Fix: order[1]}})
 		if !strings.Contains(f.Content, "nofile   4096\n") || strings.Contains(f.Content, "1024") {
 			t.Errorf("%s", f.Content)
 		}

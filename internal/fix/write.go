@@ -170,7 +170,7 @@ func readmeText(files []File, notes, sequence []string) string {
 		b.WriteString("No finding needs a persistent file.\n")
 	}
 	for _, f := range files {
-		fmt.Fprintf(&b, "  %s\n", f.Path)
+		fmt.Fprintf(&b, "  %s\n", comment(f.Path))
 	}
 	if len(sequence) > 0 {
 		b.WriteString("\nAfter installing the files, apply each fix now with its commands, top to bottom:\n")
@@ -181,8 +181,18 @@ func readmeText(files []File, notes, sequence []string) string {
 	if len(notes) > 0 {
 		b.WriteString("\nSteps no file can do:\n")
 		for _, n := range notes {
-			fmt.Fprintf(&b, "  - %s\n", n)
+			fmt.Fprintf(&b, "  - %s\n", noteText(n))
 		}
 	}
 	return b.String()
+}
+
+// noteText keeps a note one item of the list: its further lines indented,
+// every other control character escaped.
+func noteText(n string) string {
+	lines := strings.Split(n, "\n")
+	for i, l := range lines {
+		lines[i] = comment(l)
+	}
+	return strings.Join(lines, "\n    ")
 }

@@ -111,4 +111,8 @@ func thpOff(who string) engine.THPAdvice {
 
 func (detector) MainConfig(in *engine.Instance) string { return engine.ConfigNamed(in, "mongod.conf") }
 
+// ConfigSnippet: "name value" lines with mongod.conf's dotted names next
+// to the main file, for a person to merge into its YAML.
+func (detector) ConfigSnippet(s engine.Snippet) (string, string) { return s.Merge(confLine) }
+
 func (detector) DefaultPort() int { return 27017 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dbhost/dbhost/internal/conftext"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
 )
@@ -195,12 +196,10 @@ func (detector) ConfigSnippet(s engine.Snippet) (string, string) {
 		if main == "" {
 			main = "the server's option file"
 		}
-		fmt.Fprintf(&b, "# Add as the last line of %s: !include %s\n", main, p)
+		fmt.Fprintf(&b, "# Add as the last line of %s: !include %s\n", conftext.Comment(main), conftext.Comment(p))
 	}
 	b.WriteString("# Read at server start (restart to apply settings that are not dynamic).\n\n[mysqld]\n")
-	for _, e := range s.Entries {
-		fmt.Fprintf(&b, "# %s\n%s = %s\n", strings.Join(e.Tags, ", "), e.Key, e.Value)
-	}
+	s.WriteEntries(&b, "", optionLine)
 	return p, b.String()
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/dbhost/dbhost/internal/conftext"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
 )
@@ -225,16 +226,14 @@ func (detector) ConfigSnippet(s engine.Snippet) (string, string) {
 	dir := s.Dir
 	if dir == "" && s.File != "" {
 		dir = path.Dir(s.File)
-		fmt.Fprintf(&b, "# Add at the end of %s: include_if_exists = '%s.conf'\n", s.File, s.Name)
+		fmt.Fprintf(&b, "# Add at the end of %s: include_if_exists = '%s.conf'\n", conftext.Comment(s.File), s.Name)
 	}
 	if s.Restart {
 		b.WriteString("# Some settings need a server restart; others apply with: SELECT pg_reload_conf();\n")
 	} else {
 		b.WriteString("# Apply with: SELECT pg_reload_conf();\n")
 	}
-	for _, e := range s.Entries {
-		fmt.Fprintf(&b, "\n# %s\n%s = '%s'\n", strings.Join(e.Tags, ", "), e.Key, e.Value)
-	}
+	s.WriteEntries(&b, "\n", confLine)
 	return path.Join(dir, s.Name+".conf"), b.String()
 }
 

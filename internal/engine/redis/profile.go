@@ -265,4 +265,8 @@ func (d detector) MainConfig(in *engine.Instance) string {
 	return engine.ConfigNamed(in, confName(d.p))
 }
 
+// ConfigSnippet: redis.conf lines next to the main file, for a person to
+// merge.
+func (detector) ConfigSnippet(s engine.Snippet) (string, string) { return s.Merge(confLine) }
+
 func (d detector) DefaultPort() int { return 6379 }
