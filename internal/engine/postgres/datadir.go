@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/dbhost/dbhost/internal/engine"
@@ -19,6 +20,12 @@ func ownDataDir(h *host.Host, in *engine.Instance, dir string) string {
 		return ""
 	}
 	fi, err := h.Stat(dir)
+	if errors.Is(err, host.ErrRefused) {
+		// h reads as the process could: a directory it cannot even
+		// reach is not the one it runs on.
+		in.ConfigErrors = append(in.ConfigErrors, fmt.Sprintf("data directory %s: %s; not used", dir, host.Explain(err)))
+		return ""
+	}
 	if err != nil || fi.UID == in.UID {
 		return dir
 	}
