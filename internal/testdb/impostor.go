@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -131,7 +132,11 @@ func StartImpostor(t testing.TB, o ImpostorOptions) *Impostor {
 	cmd := exec.Command(exe, args...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, o.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: Nobody, Gid: Nobody}, Setpgid: true}
+	// Pdeathsig: a test binary killed hard (a closed pipe, a timeout)
+	// takes its impostors along, or they would haunt later audits.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: Nobody, Gid: Nobody}, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread() // the signal follows the thread that forks
+	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start impostor %s: %v", o.Name, err)
 	}
