@@ -29,12 +29,15 @@ type judge struct {
 	// errs records looks that could not be made (e.g. an arm without any
 	// counting trial), per client count.
 	errs map[int]string
+	// madeUp counts, per client count, the blocks run again because trials
+	// of theirs were excluded.
+	madeUp map[int]int
 }
 
 func newJudge(p *Plan, perArm int) (*judge, error) {
 	jd := &judge{plan: p, perArm: perArm, clients: append([]int(nil), p.Workload.Clients...),
 		seqs: map[int]*stats.Sequence{}, blocks: map[int]int{}, decisions: map[int][]stats.Decision{},
-		active: map[int][]int{}, errs: map[int]string{}}
+		active: map[int][]int{}, errs: map[int]string{}, madeUp: map[int]int{}}
 	sp := p.statsPlan(perArm, len(jd.clients))
 	for _, c := range jd.clients {
 		s, err := sp.NewSequence(len(p.Arms) - 1)
@@ -97,6 +100,15 @@ func (jd *judge) endBlock(clients int, trials []results.Trial) (bool, error) {
 		return false, fmt.Errorf("no sequence for %d clients", clients)
 	}
 	jd.blocks[clients]++
+	// A block with an excluded trial (steal time, drift) is made up by
+	// another before the look, up to half the budget again: a look then
+	// sees as many counting trials as it was planned with, instead of too
+	// few for a verdict on a host whose hypervisor was busy for a while.
+	if jd.short(clients, trials) && jd.madeUp[clients] < max(1, jd.perArm/2) && !s.Done() {
+		jd.blocks[clients]--
+		jd.madeUp[clients]++
+		return false, nil
+	}
 	if 2*jd.blocks[clients] < stats.MinPerArm || s.Done() {
 		return false, nil
 	}
@@ -131,6 +143,17 @@ func (jd *judge) endBlock(clients int, trials []results.Trial) (bool, error) {
 	}
 	jd.active[clients] = active
 	return true, nil
+}
+
+// short reports whether an active arm at this client count has fewer
+// counting trials than its blocks ran.
+func (jd *judge) short(clients int, trials []results.Trial) bool {
+	for _, arm := range jd.active[clients] {
+		if len(jd.samples(trials, arm, clients)) < 2*jd.blocks[clients] {
+			return true
+		}
+	}
+	return false
 }
 
 // activeArms are the arms that still run at this client count: the base
