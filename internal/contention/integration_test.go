@@ -361,8 +361,13 @@ func TestRedisCommands(t *testing.T) {
 	if in.Queries.Err != "" || in.Queries.Count != n || in.Queries.Own != 1 {
 		t.Fatalf("queries %+v, want %d with dbhost's own 1 subtracted", in.Queries, n)
 	}
-	if in.PerQuery == nil || *in.PerQuery < MinPerQuery {
-		t.Errorf("switches per command %v, want at least %v (one at a time, not pipelined)", deref(in.PerQuery), MinPerQuery)
+	// One command at a time: Redis answers, then sleeps in epoll_wait
+	// until the next arrives, so at least one switch per command on its
+	// side (the verdict's floor of 2 counts the client's too; on a busy
+	// VM the server was seen at 1.8). Pipelined commands would give far
+	// less than one.
+	if in.PerQuery == nil || *in.PerQuery < 1 {
+		t.Errorf("switches per command %v, want at least 1 (one at a time, not pipelined)", deref(in.PerQuery))
 	}
 }
 
