@@ -267,17 +267,22 @@ func TestExperimentEmbeddedSwappiness(t *testing.T) {
 		t.Errorf("calibration %+v", doc.Calibration)
 	}
 	s := checkStored(t, dir, doc, "vm.swappiness")
-	aa := 0
+	aa, counted := 0, 0
 	for _, tr := range s.Trials {
 		if tr.Block < 0 {
 			aa++
 			if tr.Arm != 0 || !strings.HasPrefix(tr.Excluded, "A/A calibration") {
 				t.Errorf("calibration trial %+v", tr)
 			}
+			if tr.Excluded == "A/A calibration: not part of the comparison" {
+				counted++
+			}
 		}
 	}
-	if aa != 3 {
-		t.Errorf("%d A/A trials stored, want 3", aa)
+	// Three that count; one excluded for steal time is made up, up to
+	// three more.
+	if counted != 3 || aa > 6 {
+		t.Errorf("%d A/A trials stored, %d of them counting, want 3 counting", aa, counted)
 	}
 	if b, _ := os.ReadFile("/proc/sys/vm/swappiness"); strings.TrimSpace(string(b)) != orig {
 		t.Errorf("vm.swappiness is %s after the experiment, was %s", b, orig)
