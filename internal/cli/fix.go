@@ -9,6 +9,7 @@ import (
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/fix"
+	"github.com/dbhost/dbhost/internal/plan"
 )
 
 func (a *app) fixCmd() *cobra.Command {
@@ -41,21 +42,26 @@ func (a *app) fixCmd() *cobra.Command {
 			return ExitError
 		}
 		defer closeHost()
-		// Each finding's own files are not needed: all fixes render together.
-		findings := check.Run(f, check.Selector{Only: only, Skip: skip})
-		var items []fix.Item
-		for _, fd := range findings {
-			if fd.Status == check.Fail && fd.Fix != nil && !fd.Untrusted {
-				items = append(items, fix.Item{ID: fd.ID, Subject: fd.Subject, Fix: fd.Fix})
-			}
-		}
+		// All fixes are decided together, on the host as it would be after
+		// them; each finding's own files are not needed.
+		hp := plan.Make(f, check.Selector{Only: only, Skip: skip})
 		fc := fix.ContextFrom(f)
+		items := hp.Items
+		notes := hostPlanNotes(hp)
+		if hp.Refused() {
+			// A refused plan writes no file a person could install.
+			items = nil
+			notes = append([]string{"dbhost wrote no fix: the planned host fails the checks listed below. Fix those by hand, or narrow the plan with --only/--skip, then run dbhost fix again."}, notes...)
+		}
 		files := fix.Render(fc, items)
-		notes := fix.Notes(items)
-		if n := check.UntrustedNote(findings); n != "" {
+		notes = append(notes, fix.Notes(items)...)
+		if n := check.UntrustedNote(hp.Observed); n != "" {
 			notes = append(notes, n)
 		}
 		written, kept, err := fix.WriteTree(*out, files, notes, fix.Sequence(fc, items))
+		if hp.Refused() {
+			printHostPlan(env.Stderr, hp)
+		}
 		for _, k := range kept {
 			fmt.Fprintln(env.Stderr, "dbhost fix:", k)
 		}
@@ -66,6 +72,10 @@ func (a *app) fixCmd() *cobra.Command {
 		sort.Strings(written)
 		for _, p := range written {
 			fmt.Fprintln(env.Stdout, p)
+		}
+		if hp.Refused() {
+			fmt.Fprintf(env.Stderr, "dbhost fix: plan refused: only %s/README.txt written, with the reasons\n", *out)
+			return ExitError
 		}
 		fmt.Fprintf(env.Stderr, "dbhost fix: %d findings with fixes, %d files in %s\n", len(items), len(written), *out)
 		return ExitOK

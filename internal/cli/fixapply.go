@@ -15,6 +15,7 @@ import (
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/journal"
+	"github.com/dbhost/dbhost/internal/plan"
 	"github.com/dbhost/dbhost/internal/safefile"
 )
 
@@ -31,7 +32,7 @@ type applyFlags struct {
 }
 
 func (a *applyFlags) register(fs *pflag.FlagSet) {
-	fs.BoolVar(&a.plan, "plan", false, "show what --apply would change: a diff per file, old and new value per kernel setting (read-only)")
+	fs.BoolVar(&a.plan, "plan", false, "show what --apply would change: a diff per file, old and new value per kernel setting (read-only); exits 0 when nothing would change, 1 when changes are pending, 2 when the plan is refused or on error")
 	fs.StringVar(&a.planOut, "plan-out", "", "with --plan: also save the plan as JSON (each file's current hash) for --apply --plan-file")
 	fs.BoolVar(&a.apply, "apply", false, "write the safe persistent files and set the kernel values, journaled (root)")
 	fs.StringVar(&a.planFile, "plan-file", "", "with --apply: refuse if any file changed since this saved plan, or the changes differ")
@@ -93,6 +94,10 @@ func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, 
 			return code
 		}
 		printPlan(env.Stdout, p)
+		code = ExitOK
+		if p.Changes() {
+			code = ExitFindings // changes are pending
+		}
 		if a.planOut != "" {
 			b, _ := json.MarshalIndent(p, "", "  ")
 			if err := safefile.WriteBytes(a.planOut, 0o600, append(b, '\n')); err != nil {
@@ -100,7 +105,7 @@ func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, 
 			}
 			fmt.Fprintf(env.Stderr, "dbhost fix: plan saved to %s\n", a.planOut)
 		}
-		return ExitOK
+		return code
 	}
 	// Rollback and recovery log in to servers with the same credentials.
 	apply.SetConnection(src.options().Engine)
@@ -200,8 +205,12 @@ func fixPlan(ctx context.Context, env Env, src *sourceFlags, only, skip []string
 		return nil, ExitError
 	}
 	defer closeHost()
-	fds := check.Run(f, check.Selector{Only: only, Skip: skip})
-	sel := apply.Select(fds)
+	hp := plan.Make(f, check.Selector{Only: only, Skip: skip})
+	printHostPlan(env.Stdout, hp)
+	if hp.Refused() {
+		return nil, ExitError
+	}
+	sel := apply.Select(hp.Findings)
 	var srv *apply.Servers
 	if src.from == "" && !src.noConnect {
 		srv = &apply.Servers{Instances: f.Instances, Conn: src.options().Engine}
@@ -211,8 +220,13 @@ func fixPlan(ctx context.Context, env Env, src *sourceFlags, only, skip []string
 		fmt.Fprintln(env.Stderr, "dbhost fix:", err)
 		return nil, ExitError
 	}
-	if n := check.UntrustedNote(fds); n != "" {
+	if n := check.UntrustedNote(hp.Observed); n != "" {
 		p.NotApplied = append(p.NotApplied, n)
+	}
+	for _, c := range hp.Conflicts {
+		if c.Kept == "" {
+			p.NotApplied = append(p.NotApplied, "conflict: "+c.String())
+		}
 	}
 	return p, ExitOK
 }
