@@ -25,10 +25,10 @@ import (
 
 // breakage kinds, as the issue counts them.
 const (
-	kindPool       = "huge page pool below the planned need"
-	kindCommit     = "CommitLimit below the planned caches under strict overcommit"
-	kindCaches     = "caches above 90% of the memory available"
-	kindTwoValues  = "a setting with two values"
+	kindPool      = "huge page pool below the planned need"
+	kindCommit    = "CommitLimit below the planned caches under strict overcommit"
+	kindCaches    = "caches above 90% of the memory available"
+	kindTwoValues = "a setting with two values"
 )
 
 // measure returns the kinds of breakage of the host g that items make of f.
