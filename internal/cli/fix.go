@@ -51,11 +51,11 @@ func (a *app) fixCmd() *cobra.Command {
 		}
 		fc := fix.ContextFrom(f)
 		files := fix.Render(fc, items)
-		notes := fix.Notes(items)
+		notes := append(fix.Notes(items), fix.StepNotes(fc, items)...)
 		if n := check.UntrustedNote(findings); n != "" {
 			notes = append(notes, n)
 		}
-		written, kept, err := fix.WriteTree(*out, files, notes, fix.Sequence(fc, items))
+		written, kept, err := fix.WriteTree(*out, files, notes, fix.Lines(fix.Runbook(fc, items)))
 		for _, k := range kept {
 			fmt.Fprintln(env.Stderr, "dbhost fix:", k)
 		}
