@@ -9,8 +9,8 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/dbhost/dbhost/internal/check"
-	"github.com/dbhost/dbhost/internal/fixture"
 	"github.com/dbhost/dbhost/internal/fix"
+	"github.com/dbhost/dbhost/internal/fixture"
 )
 
 // shownStep is one line of the apply-now list as a person reads it: a
