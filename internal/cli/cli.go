@@ -78,6 +78,7 @@ type sourceFlags struct {
 	mysqlDSN  string
 	noConnect bool
 	trust     listFlag
+	keep      keepFlags // fix and audit register them (keepflags.go)
 }
 
 func (s *sourceFlags) register(fs *pflag.FlagSet, withFrom bool) {
@@ -128,12 +129,18 @@ func (s *sourceFlags) open() (*host.Host, error) {
 // gather opens the source and gathers its facts; the caller closes the
 // host after judging them. When it fails, it has said why as "dbhost CMD:".
 func (s *sourceFlags) gather(ctx context.Context, env Env, cmd string) (*facts.Facts, func() error, bool) {
-	h, err := s.open()
+	keep, err := s.keep.values() // before gathering, which takes seconds
+	var h *host.Host
+	if err == nil {
+		h, err = s.open()
+	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
 		return nil, nil, false
 	}
-	return facts.Gather(ctx, h, s.options()), h.Close, true
+	f := facts.Gather(ctx, h, s.options())
+	f.SysctlKeep = keep
+	return f, h.Close, true
 }
 
 // snapshotMemoryLimit is the soft heap limit while judging a snapshot: an
