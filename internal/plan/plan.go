@@ -326,6 +326,7 @@ func findingsFor(observed, planned []check.Finding, kept []fix.Item) []check.Fin
 func mergeFix(old, nw *fix.Fix) *fix.Fix {
 	m := *old
 	m.Sysctl = mergeKV(old.Sysctl, nw.Sysctl)
+	m.SysctlNow = mergeKV(old.SysctlNow, nw.SysctlNow)
 	m.Sysfs = mergeKV(old.Sysfs, nw.Sysfs)
 	m.TunedDisk = mergeKV(old.TunedDisk, nw.TunedDisk)
 	m.Udev = mergeBy(old.Udev, nw.Udev, func(u fix.UdevAttr) string { return u.Device + "/" + u.Attr })

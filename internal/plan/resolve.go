@@ -60,6 +60,9 @@ func settingsOf(f *fix.Fix) map[string]string {
 	for _, kv := range f.Sysctl {
 		out["sysctl "+kv.Key] = kv.Value
 	}
+	for _, kv := range f.SysctlNow {
+		out["sysctl "+kv.Key] = kv.Value
+	}
 	for _, kv := range f.Sysfs {
 		out["sysfs "+kv.Key] = kv.Value
 	}

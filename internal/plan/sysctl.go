@@ -22,7 +22,8 @@ const etcSysctlConf = "/etc/sysctl.conf"
 func (m *model) sysctls() {
 	knobs := m.knobs()
 	for _, it := range m.items {
-		for _, kv := range it.Fix.Sysctl {
+		// SysctlNow: set now, persisted nowhere (the file's value kept).
+		for _, kv := range append(it.Fix.Sysctl[:len(it.Fix.Sysctl):len(it.Fix.Sysctl)], it.Fix.SysctlNow...) {
 			v, ok := knobs[host.SysctlPath(kv.Key)]
 			if !ok {
 				m.note("%s: sysctl %s = %q not modelled: the files and commands refuse it", tag(it), kv.Key, kv.Value)
