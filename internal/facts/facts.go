@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/dbhost/dbhost/internal/budget"
 	"github.com/dbhost/dbhost/internal/engine"
 	_ "github.com/dbhost/dbhost/internal/engine/all" // register every engine
 	"github.com/dbhost/dbhost/internal/host"
@@ -42,6 +43,11 @@ type Facts struct {
 
 	// Notes lists what could not be gathered at all, and why.
 	Notes []string `json:"notes,omitempty"`
+
+	// Budget holds the user's memory shares of the databases (--budget,
+	// DBHOST_BUDGET): not observed, but given, so that the sizing checks
+	// stay functions of the facts.
+	Budget budget.Shares `json:"budget,omitzero"`
 
 	// sysctlSeen, when set, is told each kernel parameter SysctlReading is
 	// asked for (see TrackSysctls).
