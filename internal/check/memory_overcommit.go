@@ -30,10 +30,17 @@ and Committed_AS from /proc/meminfo). The engines want opposite things:
   snapshot is not written ("Can't save in background: fork: Cannot allocate memory").
 - MongoDB 8.0+ on x86_64 and ARM64 sets mode 1 in its documented setup for the
   upgraded TCMalloc, together with THP always (see mem.thp.enabled).
-When both run on one host dbhost reports one finding that explains the trade-off:
-mode 2 is acceptable when CommitLimit leaves room for Committed_AS plus the largest
-Redis resident size (the fork's charge); mode 1 is acceptable when every postmaster
-runs with oom_score_adj -1000, so the OOM killer cannot choose it.`,
+The decision comes from the values in the facts (the planned ones when a plan is
+judged): CommitLimit is computed from the settings (swap + (RAM - huge page pool) x
+overcommit_ratio / 100, or overcommit_kbytes + swap), and the commitment is
+Committed_AS plus what each database's settings commit beyond what it holds now
+(caches in huge pages are not committed) plus a fork of the largest Redis that
+persists. Mode 2 passes when CommitLimit covers that with 10 % to spare; the fix
+sizes the ratio for it plus 15 % (never lowered). When no ratio up to 95 covers it,
+dbhost recommends mode 0 with the postmaster protected (PostgreSQL alone) or, with
+Redis, mode 1 with every postmaster at oom_score_adj -1000, and says why. When both
+run on one host mode 1 is also acceptable when every postmaster runs with
+oom_score_adj -1000, so the OOM killer cannot choose it.`,
 		Refs: []string{"https://www.postgresql.org/docs/current/kernel-resources.html#LINUX-MEMORY-OVERCOMMIT",
 			"https://redis.io/docs/latest/operate/oss_and_stack/management/admin/",
 			"https://docs.kernel.org/mm/overcommit-accounting.html"},
@@ -49,8 +56,9 @@ runs with oom_score_adj -1000, so the OOM killer cannot choose it.`,
 /proc/meminfo. In strict mode every malloc, mmap and fork that would push
 Committed_AS past CommitLimit fails with ENOMEM, however much memory is actually free:
 a database gets "out of memory" errors in sessions, cannot fork a worker or a
-snapshot child. dbhost flags less than 10 % headroom. CommitLimit is
-(RAM - huge pages) x overcommit_ratio / 100 + swap, or overcommit_kbytes + swap.`,
+snapshot child. dbhost computes CommitLimit from the settings ((RAM - huge pages) x
+overcommit_ratio / 100 + swap, or overcommit_kbytes + swap) and the commitment from
+the planned values (see mem.overcommit), and flags less than 10 % headroom.`,
 		Refs:    []string{"https://docs.kernel.org/mm/overcommit-accounting.html"},
 		Sysctls: []string{"vm.overcommit_memory", "vm.overcommit_ratio", "vm.overcommit_kbytes"},
 		Run:     checkCommitLimit,

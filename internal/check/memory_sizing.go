@@ -31,24 +31,27 @@ func init() {
 		Title:     "The databases' configured memory fits the host",
 		Severity:  Warning,
 		AppliesTo: []string{"host", "postgres", "mysql", "mongodb", "redis"},
-		Doc: `Adds up the memory each database is configured to use and compares it with
-what it may plan with: RAM (MemTotal) less the explicit huge page pool (memory only
-huge page users can have; a cache that lives in huge pages is counted in the pool),
-less the fixed memory of the other databases on the host (a Redis without maxmemory
-at its resident size), capped by the cgroup memory limit of the server. Fixed memory
-is what the server keeps whatever the load: PostgreSQL shared_buffers and
-maintenance_work_mem for each autovacuum worker; InnoDB's buffer pool with the other
-global buffers and an in-memory temporary table; Redis maxmemory; the WiredTiger
-cache (when unset, the size MongoDB picks: 50% of (memory - 1 GB), at least 256 MB).
-The worst case of the connections is added: PostgreSQL work_mem x max_connections x 3
-(pgtune's assumption of three sorts or hashes per connection at once; each may use
-work_mem, a hash hash_mem_multiplier times it), MySQL's per-thread buffers (read,
-read_rnd, sort, join, thread stack, binlog cache) x max_connections, MySQLTuner's
-"maximum possible memory". Fixed memory above the budget is critical: once the
-caches fill, the kernel's (or the cgroup's) OOM killer kills a database. Fixed plus
-connections above it is a warning: an OOM risk when every connection is busy, the
-worst case the tools above report. The fix shrinks the main cache by the excess, or
-says to lower connections when that is not enough.`,
+		Doc: `Divides one memory budget among the databases of the host and adds up what
+each plans against its share. The budget: RAM (MemTotal) less what the other
+processes and the kernel hold (MemTotal - MemAvailable - Hugetlb - the databases'
+resident memory), less the explicit huge page pool no database maps or will map,
+less an OS and page cache reserve (10% of RAM, 64 MiB to 4 GiB); the host's line
+shows the arithmetic. Shares (docs/fix.md, "The memory budget"): the user's
+(--budget redis:6379=4GiB,postgres:5432=40%, or DBHOST_BUDGET in
+/etc/default/dbhost), else what each database holds now (twice that for a Redis
+that persists: its fork) plus the rest by engine weight (PostgreSQL, MySQL,
+MongoDB 2, Redis 1); a cgroup memory limit caps the shares of its databases at 90%
+of it. What a database plans: its fixed memory (PostgreSQL shared_buffers and
+maintenance_work_mem for each autovacuum worker; InnoDB's buffer pool and other
+global buffers; Redis maxmemory; the WiredTiger cache, when unset the size MongoDB
+picks), the worst case of its connections (PostgreSQL work_mem x max_connections x
+3, pgtune's assumption; MySQL's per-thread buffers x max_connections, MySQLTuner's
+"maximum possible memory") and a persisting Redis's fork headroom (up to
+maxmemory). Fixed memory above the share is critical (once the caches fill, the OOM
+killer kills a database); with connections, a warning. A share below the server's
+minimum main cache is critical and no value is proposed. The fix sets the main cache
+to the value its sizing check proposes, or says to lower connections or give a
+larger share.`,
 		Refs: []string{"https://www.postgresql.org/docs/current/runtime-config-resource.html", "https://dev.mysql.com/doc/refman/8.0/en/memory-use.html", "https://docs.kernel.org/admin-guide/mm/hugetlbpage.html", "https://docs.kernel.org/admin-guide/cgroup-v2.html#memory-interface-files"},
 		Run:  checkDBBudget,
 	})
@@ -61,9 +64,8 @@ says to lower connections when that is not enough.`,
 server with 1 GB or more, and expects more than 40% rarely to help because PostgreSQL
 also reads through the operating system's cache. The compiled-in default is 128MB
 whatever the host: on a 23.5 GiB host that is 0.5%. dbhost judges shared_buffers
-against the memory this server may plan with (RAM less the huge page pool and the
-other databases' fixed memory, capped by its cgroup limit; see mem.db_budget) and
-flags it below 10% or above 40%, proposing 25% of that budget, never below the
+against its share of the host's memory budget (see mem.db_budget) and
+flags it below 10% or above 40%, proposing 25% of the share, never below the
 server's minimum of 128kB, in whole MB or kB as postgresql.conf accepts. When
 shared_buffers lives in huge pages the pool must grow with it (mem.hugepages.postgres).
 A restart applies it.`,
@@ -78,12 +80,12 @@ A restart applies it.`,
 		Doc: `work_mem is allowed to each sort or hash operation of each query, and hash
 operations get hash_mem_multiplier times it; a query can run several at once, and so
 can every connection. dbhost takes pgtune's rule of three per connection:
-work_mem x max_connections x 3 must fit the memory left to this server after
-shared_buffers and autovacuum's maintenance_work_mem (see mem.db_budget for the
-budget). Above it is an OOM risk under load; the proposal is what is left divided by
+work_mem x max_connections x 3 must fit what is left of its share (mem.db_budget)
+after shared_buffers as planned (25% of the share when outside 10-40%) and
+autovacuum's maintenance_work_mem. Above it is an OOM risk under load; the proposal is what is left divided by
 max_connections x 3, never below PostgreSQL's minimum of 64kB (a value under it stops
 the server from starting; timescaledb-tune once rendered 41kB). When even 64kB does
-not fit, the fix says to lower max_connections (a connection pooler such as PgBouncer
+not fit, no value is proposed and the fix says to lower max_connections (a connection pooler such as PgBouncer
 keeps few server connections). A reload applies it.`,
 		Refs: []string{"https://www.postgresql.org/docs/current/runtime-config-resource.html#GUC-WORK-MEM", "https://www.postgresql.org/docs/current/runtime-config-resource.html#GUC-HASH-MEM-MULTIPLIER"},
 		Run:  checkPGWorkMem,
@@ -98,7 +100,8 @@ the cache (shared_buffers and the OS cache) holds, and so how cheap index scans 
 The default is 4GB whatever the host. Larger than the memory this server has, the
 planner counts on cache that is not there and picks index scans that read from disk;
 below a quarter of it, it underrates the cache and avoids index scans. dbhost flags
-either and proposes 75% of the server's budget (pgtune's rule; see mem.db_budget).
+either and proposes 75% of the server's share of the host's memory budget
+(pgtune's rule; see mem.db_budget).
 A reload applies it.`,
 		Refs: []string{"https://www.postgresql.org/docs/current/runtime-config-query.html#GUC-EFFECTIVE-CACHE-SIZE"},
 		Run:  checkPGEffectiveCache,
@@ -111,11 +114,10 @@ A reload applies it.`,
 		Doc: `The InnoDB buffer pool is the server's main cache. MySQL's documentation gives it
 up to 80% of a dedicated server's memory (innodb_dedicated_server takes 75% above
 4 GB); the rest is for connections, other buffers and the OS. dbhost judges it
-against the memory this server may plan with (RAM less the huge page pool and the
-other databases' fixed memory, capped by its cgroup limit; see mem.db_budget): above
+against its share of the host's memory budget (see mem.db_budget): above
 75% is a warning (with the per-connection buffers, an OOM risk); below 10% on a host
-where it is the only database, advice (the compiled-in default of 128M wastes a big
-host; bigger is not always faster, so measure). The proposal is 60% of the budget in
+where it is the only database and no share is set, advice (the compiled-in default of 128M wastes a big
+host; bigger is not always faster, so measure). The proposal is 60% of the share in
 whole 128M chunks (innodb_buffer_pool_chunk_size), never below MySQL's minimum of 5M.`,
 		Refs: []string{"https://dev.mysql.com/doc/refman/8.0/en/innodb-buffer-pool-resize.html", "https://dev.mysql.com/doc/refman/8.0/en/innodb-parameters.html#sysvar_innodb_buffer_pool_size", "https://mariadb.com/kb/en/innodb-buffer-pool/"},
 		Run:  checkMySQLBufferPool,
@@ -131,10 +133,10 @@ other databases that may be one of them. When the bound is reached, maxmemory-po
 decides: noeviction refuses writes with an error, allkeys-* evicts any key (a cache),
 volatile-* only keys with a TTL. dbhost fails a Redis without maxmemory on a host with
 other databases or in a cgroup with a memory limit (container.limits judges the limit
-itself), and a maxmemory larger than the memory it may plan with (RAM less the huge
-page pool and the other databases, capped by the cgroup; see mem.db_budget). The
-proposal is half of that budget: a BGSAVE or AOF rewrite forks, and copy-on-write
-can double the memory the dataset touches. CONFIG SET maxmemory applies it at once;
+itself), and a maxmemory above what its share of the host's memory budget allows (see
+mem.db_budget): half the share when RDB or AOF is on (a BGSAVE or AOF rewrite forks,
+and copy-on-write may copy up to the data set), three quarters without (the rest is
+fragmentation and buffers maxmemory does not count). The proposal is 90% of that. CONFIG SET maxmemory applies it at once;
 the file keeps it.`,
 		Refs: []string{"https://redis.io/docs/latest/develop/reference/eviction/", "https://redis.io/docs/latest/operate/oss_and_stack/management/admin/"},
 		Run:  checkRedisMaxmemory,
@@ -149,10 +151,10 @@ it starts from is the host's RAM for servers that do not read their cgroup's lim
 MongoDB before 4.0 under cgroup v1, and (dbhost assumes) before 7.0 under cgroup v2,
 and whenever the version is unknown. A mongod in a container with a limit below the
 host's RAM then sizes its cache for the host and is OOM-killed. dbhost computes the
-cache (set, or the default the version picks) and flags it above 75% of the memory
-the server may plan with (RAM less the huge page pool and the other databases' fixed
-memory, capped by its cgroup limit; see mem.db_budget), proposing WiredTiger's own
-rule applied to that budget, never below 0.25 GB. A restart applies it.`,
+cache (set, or the default the version picks) and flags it above 75% of its share
+of the host's memory budget (see mem.db_budget), proposing WiredTiger's own rule
+applied to the share (50% of (share - 1 GB)); below 0.25 GB's room nothing is
+proposed. A restart applies it.`,
 		Refs: []string{"https://www.mongodb.com/docs/manual/reference/configuration-options/#mongodb-setting-storage.wiredTiger.engineConfig.cacheSizeGB", "https://www.mongodb.com/docs/manual/core/wiredtiger/#memory-use"},
 		Run:  checkMongoWTCache,
 	})

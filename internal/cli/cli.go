@@ -78,6 +78,7 @@ type sourceFlags struct {
 	mysqlDSN  string
 	noConnect bool
 	trust     listFlag
+	budget    budgetFlag // registered by the commands that judge memory
 }
 
 func (s *sourceFlags) register(fs *pflag.FlagSet, withFrom bool) {
@@ -133,7 +134,13 @@ func (s *sourceFlags) gather(ctx context.Context, env Env, cmd string) (*facts.F
 		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
 		return nil, nil, false
 	}
-	return facts.Gather(ctx, h, s.options()), h.Close, true
+	f := facts.Gather(ctx, h, s.options())
+	if err := s.budget.apply(f, s.root, s.from == "", true); err != nil {
+		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
+		h.Close()
+		return nil, nil, false
+	}
+	return f, h.Close, true
 }
 
 // snapshotMemoryLimit is the soft heap limit while judging a snapshot: an

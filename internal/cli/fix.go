@@ -16,6 +16,7 @@ func (a *app) fixCmd() *cobra.Command {
 	fs := c.Flags()
 	var src sourceFlags
 	src.register(fs, true)
+	src.budget.register(fs)
 	out := fs.String("out", "", "directory to render the fix files into (render only; nothing on the host changes)")
 	var only, skip listFlag
 	fs.Var(&only, "only", "fix only these checks (IDs or domain prefixes)")
