@@ -252,19 +252,9 @@ func forkFloorNote(m dbMem) string {
 	return " (its resident size twice: persistence forks)"
 }
 
-func engineName(e engine.Engine) string {
-	switch e {
-	case engine.Postgres:
-		return "PostgreSQL"
-	case engine.MySQL:
-		return "MySQL"
-	case engine.MongoDB:
-		return "MongoDB"
-	case engine.Redis:
-		return "Redis"
-	}
-	return string(e)
-}
+var engineNames = map[engine.Engine]string{engine.Postgres: "PostgreSQL", engine.MySQL: "MySQL", engine.MongoDB: "MongoDB", engine.Redis: "Redis"}
+
+func engineName(e engine.Engine) string { return memOr(engineNames[e], string(e)) }
 
 // mulDiv is a*b/c without overflow for memory sizes.
 func mulDiv(a, b, c uint64) uint64 {

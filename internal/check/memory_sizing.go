@@ -183,26 +183,35 @@ func pgSizingFix(c sizingCase, summary, key, value string, restart bool) *fix.Fi
 // target a fix proposes, the largest size that passes, and the rule in
 // words.
 func (c sizingCase) cacheRule() (target, ceiling uint64, rule string) {
-	room := c.b.room
-	switch c.m.in.Engine {
-	case engine.Postgres:
+	if r, ok := cacheRules[c.m.in.Engine]; ok {
+		return r(c, c.b.room)
+	}
+	return 0, c.b.room, ""
+}
+
+// cacheRules are the engines' rules for their main cache in a share of
+// room bytes.
+var cacheRules = map[engine.Engine]func(c sizingCase, room uint64) (uint64, uint64, string){
+	engine.Postgres: func(_ sizingCase, room uint64) (uint64, uint64, string) {
 		return uint64(sbTarget * float64(room)), uint64(sbHigh * float64(room)), "25% of the share"
-	case engine.MySQL:
+	},
+	engine.MySQL: func(_ sizingCase, room uint64) (uint64, uint64, string) {
 		return uint64(bufPoolTarget * float64(room)), uint64(cacheShareMax * float64(room)), "60% of the share in 128M chunks"
-	case engine.Redis:
-		ceiling, rule = room*3/4, "90% of three quarters of the share (the rest: fragmentation and buffers maxmemory does not count)"
+	},
+	engine.Redis: func(c sizingCase, room uint64) (uint64, uint64, string) {
+		ceiling, rule := room*3/4, "90% of three quarters of the share (the rest: fragmentation and buffers maxmemory does not count)"
 		if redisPersists(c.m.in) {
 			ceiling, rule = room/2, "90% of half the share (the other half: a BGSAVE or AOF rewrite fork may copy the data set)"
 		}
 		return ceiling * 9 / 10, ceiling, rule
-	case engine.MongoDB:
-		wt, _ := c.m.plan.MainCache()
-		if wt.AutoSize != nil {
+	},
+	engine.MongoDB: func(c sizingCase, room uint64) (uint64, uint64, string) {
+		var target uint64
+		if wt, _ := c.m.plan.MainCache(); wt.AutoSize != nil {
 			target, _ = wt.AutoSize(room, 0, 0)
 		}
 		return target, uint64(cacheShareMax * float64(room)), "WiredTiger's rule, 50% of (share - 1 GB), at least 0.25 GB"
-	}
-	return 0, room, ""
+	},
 }
 
 // belowMin reports a share too small for the server's minimum main cache:

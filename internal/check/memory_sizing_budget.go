@@ -169,8 +169,7 @@ func forkHeadroom(in *facts.Instance, m dbMem) (uint64, string) {
 // what the process has faulted in. These pages are the database's memory,
 // not the host's loss.
 func dbHugeBytes(f *facts.Facts, in *facts.Instance) uint64 {
-	switch in.Engine {
-	case engine.Postgres:
+	if in.Engine == engine.Postgres {
 		// pgPendingHuge covers huge_pages try and on, and off with
 		// shared_buffers large enough that dbhost advises them.
 		u, ok := pgPendingHuge(f, in)
@@ -185,10 +184,9 @@ func dbHugeBytes(f *facts.Facts, in *facts.Instance) uint64 {
 			sb, _ := postgres.Bytes(in.Instance, "shared_buffers")
 			return max(uint64(need)*(uint64(kb)<<10), sb)
 		}
-	case engine.MySQL:
-		if u, ok := mysqlPendingHuge(f, in); ok {
-			return uint64(u.need) * (uint64(u.poolKB) << 10)
-		}
+	}
+	if u, ok := mysqlPendingHuge(f, in); ok {
+		return uint64(u.need) * (uint64(u.poolKB) << 10)
 	}
 	return in.Mem.HugetlbBytes
 }
