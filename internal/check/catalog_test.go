@@ -22,6 +22,12 @@ var neverUnknown = map[string]string{
 	"storage.nfs.soft":        "judged only on NFS mounts, whose options mountinfo always shows",
 }
 
+// neverPass lists the checks no recorded host passes, and why; their pass
+// side is shown by table tests on mutated recordings.
+var neverPass = map[string]string{
+	"mongodb.wt_cache": "every recorded MongoDB keeps WiredTiger's default of half the RAM on a host shared with three other databases, more than its share (memory_sizing_table_test shows the pass side)",
+}
+
 var idPattern = regexp.MustCompile(`^[a-z]+(\.[a-z0-9_]+)+$`)
 
 // TestCatalog holds every check to the house rules: a stable ID with a
@@ -61,7 +67,7 @@ func TestCatalog(t *testing.T) {
 	}
 	for _, c := range all {
 		st := seen[c.ID]
-		if st[check.Pass] == 0 {
+		if _, exempt := neverPass[c.ID]; st[check.Pass] == 0 && !exempt {
 			t.Errorf("%s: passes on no recorded host", c.ID)
 		}
 		if st[check.Fail] == 0 {

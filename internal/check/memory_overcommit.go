@@ -30,10 +30,17 @@ and Committed_AS from /proc/meminfo). The engines want opposite things:
   snapshot is not written ("Can't save in background: fork: Cannot allocate memory").
 - MongoDB 8.0+ on x86_64 and ARM64 sets mode 1 in its documented setup for the
   upgraded TCMalloc, together with THP always (see mem.thp.enabled).
-When both run on one host dbhost reports one finding that explains the trade-off:
-mode 2 is acceptable when CommitLimit leaves room for Committed_AS plus the largest
-Redis resident size (the fork's charge); mode 1 is acceptable when every postmaster
-runs with oom_score_adj -1000, so the OOM killer cannot choose it.`,
+The decision comes from the values in the facts (the planned ones when a plan is
+judged): CommitLimit is computed from the settings (swap + (RAM - huge page pool) x
+overcommit_ratio / 100, or overcommit_kbytes + swap), and the commitment is
+Committed_AS plus what each database's settings commit beyond what it holds now
+(caches in huge pages are not committed) plus a fork of the largest Redis that
+persists. Mode 2 passes when CommitLimit covers that with 10 % to spare; the fix
+sizes the ratio for it plus 15 % (never lowered). When no ratio up to 95 covers it,
+dbhost recommends mode 0 with the postmaster protected (PostgreSQL alone) or, with
+Redis, mode 1 with every postmaster at oom_score_adj -1000, and says why. When both
+run on one host mode 1 is also acceptable when every postmaster runs with
+oom_score_adj -1000, so the OOM killer cannot choose it.`,
 		Refs: []string{"https://www.postgresql.org/docs/current/kernel-resources.html#LINUX-MEMORY-OVERCOMMIT",
 			"https://redis.io/docs/latest/operate/oss_and_stack/management/admin/",
 			"https://docs.kernel.org/mm/overcommit-accounting.html"},
@@ -49,8 +56,9 @@ runs with oom_score_adj -1000, so the OOM killer cannot choose it.`,
 /proc/meminfo. In strict mode every malloc, mmap and fork that would push
 Committed_AS past CommitLimit fails with ENOMEM, however much memory is actually free:
 a database gets "out of memory" errors in sessions, cannot fork a worker or a
-snapshot child. dbhost flags less than 10 % headroom. CommitLimit is
-(RAM - huge pages) x overcommit_ratio / 100 + swap, or overcommit_kbytes + swap.`,
+snapshot child. dbhost computes CommitLimit from the settings ((RAM - huge pages) x
+overcommit_ratio / 100 + swap, or overcommit_kbytes + swap) and the commitment from
+the planned values (see mem.overcommit), and flags less than 10 % headroom.`,
 		Refs:    []string{"https://docs.kernel.org/mm/overcommit-accounting.html"},
 		Sysctls: []string{"vm.overcommit_memory", "vm.overcommit_ratio", "vm.overcommit_kbytes"},
 		Run:     checkCommitLimit,
@@ -90,30 +98,58 @@ func readCommit(f *facts.Facts) (commitState, string) {
 	if !ok2[0] || !ok2[1] || !ok2[2] {
 		return c, "cannot read CommitLimit/Committed_AS from /proc/meminfo: " + memOr(f.Memory.MeminfoErr, "fields missing")
 	}
+	c.ev = append(c.ev, Ev("CommitLimit", humanBytes(c.limit), "/proc/meminfo"))
+	// Under mode 2 the limit follows the settings and the huge page pool:
+	// computed from them, it is the limit of the host the facts describe
+	// (the planned one, when a plan is judged).
+	c.limit = c.limitAt(f, c.ratio, c.kbytes)
 	c.ev = append(c.ev,
-		Ev("CommitLimit", humanBytes(c.limit), "/proc/meminfo"),
+		Ev("CommitLimit under mode 2", humanBytes(c.limit), "SwapTotal + (MemTotal - huge page pool) x overcommit_ratio / 100, or overcommit_kbytes + SwapTotal"),
 		Ev("Committed_AS", humanBytes(c.committed), "/proc/meminfo"),
 		Ev("MemTotal", humanBytes(c.ram), "/proc/meminfo"),
 		Ev("SwapTotal", humanBytes(c.swap), "/proc/meminfo"))
 	return c, ""
 }
 
-// strictFix sizes mode 2 so that CommitLimit covers need: overcommit_kbytes
-// when the host uses it, else overcommit_ratio (never lowered). It returns
-// nil when even 100 % of RAM plus swap would not cover need.
+// maxStrictRatio is the highest overcommit_ratio dbhost proposes: above
+// it strict accounting lets the databases commit nearly all of RAM, and
+// the kernel's own needs and page cache come under pressure; heuristic
+// mode is then the safer choice.
+const maxStrictRatio = 95
+
+// strictHeadroom is the margin CommitLimit keeps above the planned
+// commitment (mem.commit_limit fails under 10 %).
+func strictHeadroom(need uint64) uint64 { return need + need*15/100 }
+
+// limitAt is CommitLimit under mode 2 with the given settings, computed
+// from them (the planned values) rather than read: swap plus
+// overcommit_kbytes, or (RAM - huge page pool) x ratio / 100.
+func (c commitState) limitAt(f *facts.Facts, ratio, kbytes int64) uint64 {
+	if kbytes > 0 {
+		return c.swap + uint64(kbytes)<<10
+	}
+	pool, _ := hugePool(f)
+	return c.swap + (c.ram-min(c.ram, pool))*uint64(max(ratio, 0))/100
+}
+
+// strictFix sizes mode 2 so that CommitLimit covers need with headroom:
+// overcommit_kbytes when the host uses it, else overcommit_ratio (never
+// lowered). It returns nil when no ratio up to maxStrictRatio does.
 func (c commitState) strictFix(f *facts.Facts, need uint64) *fix.Fix {
 	fx := &fix.Fix{Summary: "Use strict overcommit (mode 2) sized for what the host commits"}
 	kv := []fix.KV{{Key: "vm.overcommit_memory", Value: "2"}}
+	want := strictHeadroom(need)
 	if c.kbytes > 0 {
-		kb := memCeilDiv(need-min(need, c.swap), bKiB)
+		kb := memCeilDiv(want-min(want, c.swap), bKiB)
 		if kb < uint64(c.kbytes) {
 			kb = uint64(c.kbytes)
 		}
 		kv = append(kv, fix.KV{Key: "vm.overcommit_kbytes", Value: strconv.FormatUint(kb, 10)})
 	} else {
-		base := c.ram - min(c.ram, c.hugetlb)
-		ratio := memCeilDiv((need-min(need, c.swap))*100, max(base, 1))
-		if ratio > 100 {
+		pool, _ := hugePool(f)
+		base := c.ram - min(c.ram, pool)
+		ratio := memCeilDiv((want-min(want, c.swap))*100, max(base, 1))
+		if ratio > maxStrictRatio {
 			return nil
 		}
 		ratio = max(ratio, uint64(c.ratio))
@@ -171,14 +207,44 @@ func memNames(ins []*facts.Instance) string {
 	return strings.Join(s, ", ")
 }
 
-// strictNeed is what CommitLimit must cover in mode 2: what the host commits
-// today plus a quarter for growth (new sessions, work_mem), and at least
-// that plus the fork of the largest Redis plus 10 %. mem.overcommit and
-// mem.commit_limit size their fixes with it, so the two agree.
-func strictNeed(f *facts.Facts, c commitState) uint64 {
-	fork, _ := largestRedis(f)
-	withFork := c.committed + fork
-	return max(c.committed+c.committed/4, withFork+withFork/10)
+// strictNeed is what CommitLimit must cover in mode 2, from the values in
+// the facts (the planned ones when the planned host is judged): today's
+// Committed_AS, plus what each database's settings commit beyond what it
+// holds now (its fixed and connection memory outside huge pages, which
+// are not committed, less its resident size), plus a fork of the largest
+// Redis that persists. mem.overcommit and mem.commit_limit size their
+// fixes with it, so the two agree.
+func strictNeed(f *facts.Facts, c commitState) (uint64, string) {
+	all, _, _, why := sizingAll(f)
+	if why != "" {
+		return c.committed, "Committed_AS " + humanBytes(c.committed)
+	}
+	var add, fork uint64
+	var adds []string
+	forkOf := ""
+	for _, m := range all {
+		if m.plan.Parts == nil {
+			continue
+		}
+		planned := m.fixed + m.conns
+		planned -= min(planned, m.huge)
+		if extra := planned - min(planned, m.in.Mem.RSSBytes); extra > 0 {
+			add += extra
+			adds = append(adds, fmt.Sprintf("%s %s", m.in.Name(), humanBytes(extra)))
+		}
+		if m.fork > fork {
+			fork, forkOf = m.fork, m.in.Name()
+		}
+	}
+	need := c.committed + add + fork
+	how := "Committed_AS " + humanBytes(c.committed)
+	if add > 0 {
+		how += " + what the databases' settings commit beyond what they hold now (" + strings.Join(adds, ", ") + ")"
+	}
+	if fork > 0 {
+		how += fmt.Sprintf(" + a persistence fork of %s %s", forkOf, humanBytes(fork))
+	}
+	return need, how + " = " + humanBytes(need)
 }
 
 // largestRedis is the resident size of the largest Redis (its fork's
@@ -195,19 +261,33 @@ func largestRedis(f *facts.Facts) (uint64, *facts.Instance) {
 }
 
 func overcommitPostgres(f *facts.Facts, c commitState, pgs []*facts.Instance) Result {
-	if c.mode == 2 {
-		return PassR(SubjectHost, fmt.Sprintf("vm.overcommit_memory is 2 (strict), as PostgreSQL documents for %s: an allocation beyond CommitLimit fails in one session instead of the OOM killer taking the postmaster. CommitLimit %s, committed %s (see mem.commit_limit for the headroom).",
-			memNames(pgs), humanBytes(c.limit), humanBytes(c.committed)), c.ev...)
+	need, how := strictNeed(f, c)
+	if c.mode == 2 && c.limit >= need+need/10 {
+		return PassR(SubjectHost, fmt.Sprintf("vm.overcommit_memory is 2 (strict), as PostgreSQL documents for %s: an allocation beyond CommitLimit fails in one session instead of the OOM killer taking the postmaster. CommitLimit %s covers the planned commitment (%s) with 10 %% to spare.",
+			memNames(pgs), humanBytes(c.limit), how), c.ev...)
 	}
 	reason := fmt.Sprintf("vm.overcommit_memory is %d (%s): PostgreSQL (%s) documents mode 2, because with overcommit the kernel hands out memory it may not have and the OOM killer later ends a process; if it picks the postmaster the whole server stops, if it picks a backend the postmaster resets every session.",
 		c.mode, overcommitName(c.mode), memNames(pgs))
-	need := strictNeed(f, c)
+	if c.mode == 2 {
+		reason = fmt.Sprintf("vm.overcommit_memory is 2 (strict), but CommitLimit %s does not cover the planned commitment (%s) with 10 %% to spare: allocations and forks would fail with ENOMEM.", humanBytes(c.limit), how)
+	}
 	fx := c.strictFix(f, need)
 	if fx == nil {
-		return FailR(SubjectHost, reason+fmt.Sprintf(" But the host already commits %s, more than RAM plus swap: mode 2 would make allocations fail. Protect the postmaster with oom_score_adj -1000 instead (see limits.oom_score_adj) or add RAM or swap.", humanBytes(c.committed)),
-			&fix.Fix{Summary: "Protect the postmaster instead of strict overcommit", Manual: "Start the postmaster with OOMScoreAdjust=-1000 (systemd drop-in) and PG_OOM_ADJUST_VALUE=0 for its children; or add swap so that mode 2 can cover what the host commits."}, c.ev...)
+		return FailR(SubjectHost, reason+fmt.Sprintf(" But strict accounting cannot cover the planned commitment (%s) with overcommit_ratio at most %d: the databases would fail to allocate. dbhost recommends heuristic overcommit (mode 0) with the postmaster protected by oom_score_adj -1000 (see limits.oom_score_adj), or more swap or RAM so that mode 2 fits.", how, maxStrictRatio),
+			heuristicFix(f, c), c.ev...)
 	}
-	return FailR(SubjectHost, reason+fmt.Sprintf(" The fix sizes CommitLimit for today's Committed_AS (%s) plus 25 %% so that ordinary allocations keep working.", humanBytes(c.committed)), fx, c.ev...)
+	return FailR(SubjectHost, reason+fmt.Sprintf(" The fix sizes CommitLimit for the planned commitment (%s) plus 15 %%.", how), fx, c.ev...)
+}
+
+// heuristicFix is mode 0 with the postmaster protected: what dbhost
+// proposes when strict accounting cannot cover the plan.
+func heuristicFix(f *facts.Facts, c commitState) *fix.Fix {
+	fx := &fix.Fix{Summary: "Use heuristic overcommit (mode 0) and protect the postmaster", Manual: "Start every postmaster with OOMScoreAdjust=-1000 (systemd drop-in) and PG_OOM_ADJUST_VALUE=0 for its children; or add swap so that mode 2 can cover what the host commits."}
+	if c.mode != 0 {
+		fx.Sysctl = []fix.KV{{Key: "vm.overcommit_memory", Value: "0"}}
+		return memHostOnly(f, fx)
+	}
+	return fx
 }
 
 // overcommitOne judges a host whose databases all want mode 1: Redis for
@@ -238,7 +318,8 @@ func overcommitOne(f *facts.Facts, c commitState, rds, mdb []*facts.Instance) Re
 	return FailR(SubjectHost, reason, sysctlFix(f, "Set vm.overcommit_memory to 1 for "+strings.Join(names, " and "), "vm.overcommit_memory", "1"), c.ev...)
 }
 
-// overcommitBoth weighs PostgreSQL's need for mode 2 against Redis's fork.
+// overcommitBoth weighs PostgreSQL's need for mode 2 against Redis's fork,
+// from the planned commitment.
 func overcommitBoth(f *facts.Facts, c commitState, pgs, rds []*facts.Instance) Result {
 	fork, big := largestRedis(f)
 	ev := append([]Evidence{}, c.ev...)
@@ -246,21 +327,19 @@ func overcommitBoth(f *facts.Facts, c commitState, pgs, rds []*facts.Instance) R
 		ev = append(ev, Ev("largest Redis resident size", humanBytes(fork), fmt.Sprintf("/proc/%d/smaps_rollup (%s)", big.PID, big.Name())))
 	}
 	both := fmt.Sprintf("PostgreSQL (%s) and Redis (%s) share this host and want opposite overcommit modes: PostgreSQL documents 2 so the OOM killer never takes the postmaster; Redis wants 1 so the fork for BGSAVE, AOF rewrite and replica syncs, charged the parent's whole memory, cannot fail.", memNames(pgs), memNames(rds))
-	need := c.committed + fork
-	need += need / 10
-	fixNeed := strictNeed(f, c)
+	need, how := strictNeed(f, c)
 	protected, unprotected := oomProtected(pgs)
 	switch c.mode {
 	case 2:
-		if c.limit >= need {
-			return PassR(SubjectHost, both+fmt.Sprintf(" Mode 2 is set and CommitLimit (%s) covers what the host commits (%s) plus a fork of the largest Redis (%s) with 10 %% to spare, so both get what they need.", humanBytes(c.limit), humanBytes(c.committed), humanBytes(fork)), ev...)
+		if c.limit >= need+need/10 {
+			return PassR(SubjectHost, both+fmt.Sprintf(" Mode 2 is set and CommitLimit (%s) covers the planned commitment (%s, a Redis fork included) with 10 %% to spare, so both get what they need.", humanBytes(c.limit), how), ev...)
 		}
-		fx := c.strictFix(f, fixNeed)
+		fx := c.strictFix(f, need)
 		if fx == nil {
-			return FailR(SubjectHost, both+fmt.Sprintf(" Mode 2 is set, but CommitLimit (%s) cannot cover committed memory plus a Redis fork (%s) even at 100 %% of RAM: BGSAVE will fail. Use mode 1 and protect the postmaster with oom_score_adj -1000 instead.", humanBytes(c.limit), humanBytes(need)),
+			return FailR(SubjectHost, both+fmt.Sprintf(" Mode 2 is set, but no overcommit_ratio up to %d makes CommitLimit cover the planned commitment (%s): BGSAVE and allocations will fail. Use mode 1 for Redis's fork and protect the postmaster with oom_score_adj -1000 instead.", maxStrictRatio, how),
 				&fix.Fix{Summary: "Use mode 1 and protect the postmaster", Sysctl: []fix.KV{{Key: "vm.overcommit_memory", Value: "1"}}, Manual: "Start every postmaster with OOMScoreAdjust=-1000 (see limits.oom_score_adj).", HostOnly: f.System.Container != ""}, ev...)
 		}
-		return FailR(SubjectHost, both+fmt.Sprintf(" Mode 2 is set, but CommitLimit (%s) does not cover committed memory (%s) plus a fork of the largest Redis (%s): its next BGSAVE fails with \"Cannot allocate memory\". Raise the limit so both fit.", humanBytes(c.limit), humanBytes(c.committed), humanBytes(fork)), fx, ev...)
+		return FailR(SubjectHost, both+fmt.Sprintf(" Mode 2 is set, but CommitLimit (%s) does not cover the planned commitment (%s) with 10 %% to spare: the next BGSAVE fails with \"Cannot allocate memory\". Raise the limit so both fit.", humanBytes(c.limit), how), fx, ev...)
 	case 1:
 		if len(unprotected) == 0 {
 			return PassR(SubjectHost, both+fmt.Sprintf(" Mode 1 is set for Redis, and every postmaster (%s) runs with oom_score_adj -1000, so the OOM killer cannot choose it: the trade-off is resolved in Redis's favour with PostgreSQL protected.", memNames(protected)), ev...)
@@ -270,12 +349,12 @@ func overcommitBoth(f *facts.Facts, c commitState, pgs, rds []*facts.Instance) R
 	if c.mode == 1 {
 		reason += fmt.Sprintf(" and the postmaster of %s is not protected from the OOM killer (oom_score_adj is not -1000)", memNames(unprotected))
 	}
-	fx := c.strictFix(f, fixNeed)
+	fx := c.strictFix(f, need)
 	if fx == nil {
-		return FailR(SubjectHost, reason+". Mode 2 cannot cover committed memory plus a Redis fork on this host: keep mode 1 and start every postmaster with OOMScoreAdjust=-1000.",
+		return FailR(SubjectHost, reason+fmt.Sprintf(". Strict accounting cannot cover the planned commitment (%s) with overcommit_ratio at most %d: keep mode 1 for Redis's fork and start every postmaster with OOMScoreAdjust=-1000.", how, maxStrictRatio),
 			&fix.Fix{Summary: "Protect the postmaster", Sysctl: []fix.KV{{Key: "vm.overcommit_memory", Value: "1"}}, Manual: "Start every postmaster with OOMScoreAdjust=-1000 (see limits.oom_score_adj).", HostOnly: f.System.Container != ""}, ev...)
 	}
-	reason += fmt.Sprintf(". dbhost proposes mode 2 with CommitLimit sized for what the host commits (%s) plus a fork of the largest Redis (%s) and 10 %%: PostgreSQL gets strict accounting and the fork still fits (Redis will still log its start-up warning about overcommit_memory). The alternative is mode 1 with the postmaster protected by OOMScoreAdjust=-1000.", humanBytes(c.committed), humanBytes(fork))
+	reason += fmt.Sprintf(". The planned commitment fits strict accounting: %s, and CommitLimit sized 15 %% above it keeps PostgreSQL's strict accounting while the fork still fits (Redis will still log its start-up warning about overcommit_memory). The alternative is mode 1 with the postmaster protected by OOMScoreAdjust=-1000.", how)
 	return FailR(SubjectHost, reason, fx, ev...)
 }
 
@@ -311,17 +390,17 @@ func checkCommitLimit(f *facts.Facts) []Result {
 	if c.mode != 2 {
 		return []Result{PassR(SubjectHost, fmt.Sprintf("vm.overcommit_memory is %d (%s): CommitLimit is not enforced, so Committed_AS (%s) cannot make allocations fail.", c.mode, overcommitName(c.mode), humanBytes(c.committed)), c.ev...)}
 	}
-	used := memPct(c.committed, c.limit)
-	if c.limit > 0 && c.committed*10 < c.limit*9 {
-		return []Result{PassR(SubjectHost, fmt.Sprintf("Strict overcommit: Committed_AS %s is %.0f %% of CommitLimit %s, leaving %s for new allocations and forks.", humanBytes(c.committed), used, humanBytes(c.limit), humanBytes(c.limit-c.committed)), c.ev...)}
+	need, how := strictNeed(f, c)
+	used := memPct(need, c.limit)
+	if c.limit > 0 && need*10 < c.limit*9 {
+		return []Result{PassR(SubjectHost, fmt.Sprintf("Strict overcommit: the planned commitment (%s) is %.0f %% of CommitLimit %s, leaving %s for new allocations and forks.", how, used, humanBytes(c.limit), humanBytes(c.limit-need)), c.ev...)}
 	}
-	need := strictNeed(f, c)
-	reason := fmt.Sprintf("Strict overcommit: Committed_AS %s is %.0f %% of CommitLimit %s. Every allocation, mmap or fork that would pass the limit fails with ENOMEM however much memory is free: sessions get \"out of memory\" errors and background workers or snapshot children cannot start.", humanBytes(c.committed), used, humanBytes(c.limit))
+	reason := fmt.Sprintf("Strict overcommit: the planned commitment (%s) is %.0f %% of CommitLimit %s. Every allocation, mmap or fork that would pass the limit fails with ENOMEM however much memory is free: sessions get \"out of memory\" errors and background workers or snapshot children cannot start.", how, used, humanBytes(c.limit))
 	fx := c.strictFix(f, need)
 	if fx == nil {
-		return []Result{FailR(SubjectHost, reason+" The host commits more than RAM plus swap could back: add swap or RAM, or leave strict mode.",
+		return []Result{FailR(SubjectHost, reason+fmt.Sprintf(" No overcommit_ratio up to %d covers it: add swap or RAM, or leave strict mode (mem.overcommit says which mode).", maxStrictRatio),
 			&fix.Fix{Summary: "Add swap or leave strict overcommit", Manual: "Add swap (CommitLimit includes it) or RAM; or set vm.overcommit_memory to 0 and protect the postmaster with OOMScoreAdjust=-1000."}, c.ev...)}
 	}
 	fx.Summary = "Raise CommitLimit to leave headroom"
-	return []Result{FailR(SubjectHost, reason+" The fix raises CommitLimit to today's commitment plus 25 % (and room for a fork of the largest Redis, if any).", fx, c.ev...)}
+	return []Result{FailR(SubjectHost, reason+" The fix raises CommitLimit to the planned commitment plus 15 %.", fx, c.ev...)}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/engine/postgres"
 	"github.com/dbhost/dbhost/internal/facts"
 )
 
@@ -23,16 +24,24 @@ type dbMem struct {
 	// unbounded: a cache without a bound (Redis maxmemory 0), counted at
 	// its resident size.
 	unbounded bool
+	// fork is the headroom a persistence fork needs (a Redis with RDB or
+	// AOF on: copy-on-write may copy up to the data set), forkWhy why.
+	fork    uint64
+	forkWhy string
+	// huge is the part of the explicit huge page pool this server maps or
+	// will map (its shared memory when it asks for huge pages).
+	huge uint64
 	// terms explain fixed and conns; unknown names parts not known.
 	terms, unknown []string
 	ev             []Evidence
 }
 
-// budget is the memory one database may plan with.
+// budget is the memory one database may plan with: its share of the host
+// budget (room).
 type budget struct {
-	ram, pool, room uint64
-	// limited: the cgroup limit, not the host, sets room.
-	limited bool
+	ram, room uint64
+	// limited: its cgroup's limit capped the share; user: the user set it.
+	limited, user bool
 	// how explains room ("RAM 23.5 GiB - ... = ..."); others names the
 	// other databases' fixed memory.
 	how    string
@@ -72,7 +81,7 @@ func sizingValue(p engine.MemPart) string {
 
 // sizingOf sums one database's configured memory. ram and the cgroup give
 // the size of a cache the server sizes for itself.
-func sizingOf(in *facts.Instance, ram uint64) dbMem {
+func sizingOf(f *facts.Facts, in *facts.Instance, ram uint64) dbMem {
 	m := dbMem{in: in, plan: in.Profile().Memory(in.Instance)}
 	limit, _ := in.Cgroup.MemoryLimit()
 	var perConn uint64
@@ -94,7 +103,8 @@ func sizingOf(in *facts.Instance, ram uint64) dbMem {
 		case !p.Known:
 			m.unknown = append(m.unknown, p.Key)
 		case p.Cache && in.Mem.UsesHugetlb():
-			m.terms = append(m.terms, sizingValue(p)+" in explicit huge pages (counted in the pool)")
+			m.fixed += p.Bytes
+			m.terms = append(m.terms, sizingValue(p)+" (in explicit huge pages)")
 		case p.PerConn:
 			perConn += p.Bytes
 			perTerms = append(perTerms, sizingValue(p))
@@ -120,7 +130,65 @@ func sizingOf(in *facts.Instance, ram uint64) dbMem {
 		}
 		m.terms = append(m.terms, fmt.Sprintf("per connection (%s) x %s %d%s = %s: %s", each, m.plan.Conns.Name, m.plan.N, factor, humanBytes(m.conns), m.plan.FactorWhy))
 	}
+	m.fork, m.forkWhy = forkHeadroom(in, m)
+	if m.fork > 0 {
+		m.terms = append(m.terms, fmt.Sprintf("fork headroom %s (%s)", humanBytes(m.fork), m.forkWhy))
+	}
+	m.huge = dbHugeBytes(f, in)
 	return m
+}
+
+// redisPersists reports whether a Redis forks for persistence: RDB save
+// rules or AOF. Unknown settings count as persisting (the default saves).
+func redisPersists(in *facts.Instance) bool {
+	if strings.EqualFold(in.SettingValue("appendonly"), "yes") {
+		return true
+	}
+	s, ok := in.Setting("save")
+	return !ok || strings.Trim(strings.TrimSpace(s.Value), `"'`) != ""
+}
+
+// forkHeadroom is the memory a Redis's BGSAVE or AOF rewrite child may
+// copy: up to the data set (maxmemory, or the resident size without one).
+func forkHeadroom(in *facts.Instance, m dbMem) (uint64, string) {
+	if in.Engine != engine.Redis || !redisPersists(in) {
+		return 0, ""
+	}
+	mm, _ := m.plan.MainCache()
+	switch {
+	case mm.Known && !mm.Unbounded:
+		return mm.Bytes, "persistence on: a BGSAVE or AOF rewrite fork may copy up to maxmemory"
+	default:
+		return in.Mem.RSSBytes, "persistence on: a BGSAVE or AOF rewrite fork may copy up to its resident data"
+	}
+}
+
+// dbHugeBytes is the memory of the explicit huge page pool the server maps
+// or will map: PostgreSQL's shared memory when huge_pages asks for them
+// (or dbhost advises them), InnoDB's buffer pool with large_pages, else
+// what the process has faulted in. These pages are the database's memory,
+// not the host's loss.
+func dbHugeBytes(f *facts.Facts, in *facts.Instance) uint64 {
+	if in.Engine == engine.Postgres {
+		// pgPendingHuge covers huge_pages try and on, and off with
+		// shared_buffers large enough that dbhost advises them.
+		u, ok := pgPendingHuge(f, in)
+		need, kb := u.need, u.poolKB
+		if !ok && in.Mem.UsesHugetlb() {
+			kb = pgPageKB(f, in)
+			need, _, ok = pgHugeNeed(f, in, kb)
+		}
+		if ok {
+			// The live figure may be the size before a planned
+			// shared_buffers: never less than shared_buffers itself.
+			sb, _ := postgres.Bytes(in.Instance, "shared_buffers")
+			return max(uint64(need)*(uint64(kb)<<10), sb)
+		}
+	}
+	if u, ok := mysqlPendingHuge(f, in); ok {
+		return uint64(u.need) * (uint64(u.poolKB) << 10)
+	}
+	return in.Mem.HugetlbBytes
 }
 
 // hugePool is the explicit huge page pool: memory nothing but huge page
@@ -146,52 +214,20 @@ func sizingAll(f *facts.Facts) ([]dbMem, uint64, Evidence, string) {
 	}
 	var all []dbMem
 	for _, in := range f.Instances {
-		all = append(all, sizingOf(in, ram))
+		all = append(all, sizingOf(f, in, ram))
 	}
 	return all, ram, ramEv, ""
 }
 
-// budgetFor is the memory database i may plan with: RAM less the huge page
-// pool and the other databases' fixed memory, capped by its cgroup limit.
-func budgetFor(f *facts.Facts, all []dbMem, i int, ram uint64, ramEv Evidence) budget {
-	pool, poolEv := hugePool(f)
-	b := budget{ram: ram, pool: pool, ev: append([]Evidence{ramEv}, poolEv...)}
-	room := ram
-	how := []string{"RAM " + humanBytes(ram)}
-	if pool > 0 {
-		room -= min(pool, room)
-		how = append(how, "the huge page pool "+humanBytes(pool))
-	}
+// budgetFor is database i's share of the host budget hp.
+func budgetFor(hp *hostPlan, all []dbMem, i int) budget {
+	b := budget{ram: hp.ram, room: hp.share[i], limited: hp.capped[i], user: hp.user[i], ev: hp.ev}
 	for j, o := range all {
-		if j == i || o.plan.Parts == nil {
-			continue
+		if j != i && o.plan.Parts != nil {
+			b.others = append(b.others, o.in.Name())
 		}
-		name := fmt.Sprintf("%s %s", o.in.Name(), humanBytes(o.fixed))
-		if o.unbounded {
-			name += " (no maxmemory: its resident size)"
-		}
-		if len(o.unknown) > 0 {
-			name += " (" + strings.Join(o.unknown, ", ") + " not known)"
-		}
-		b.others = append(b.others, name)
-		how = append(how, name)
-		room -= min(o.fixed, room)
 	}
-	b.how = strings.Join(how, " - ") + " = " + humanBytes(room)
-	if limit, ok := all[i].in.Cgroup.MemoryLimit(); ok && limit < room {
-		room, b.limited = limit, true
-		b.how = fmt.Sprintf("its cgroup's memory limit %s (below %s)", humanBytes(limit), b.how)
-		b.ev = append(b.ev, EvReading("cgroup memory limit", all[i].in.Cgroup.MemoryMax))
-		// Databases in the same group share its limit.
-		for j, o := range all {
-			if j != i && o.plan.Parts != nil && o.in.Cgroup.Path == all[i].in.Cgroup.Path {
-				room -= min(o.fixed, room)
-				b.how += fmt.Sprintf(" - %s %s in the same cgroup", o.in.Name(), humanBytes(o.fixed))
-			}
-		}
-		b.how += " = " + humanBytes(room)
-	}
-	b.room = room
+	b.how = hp.how + "; " + hp.shareHow[i]
 	return b
 }
 
@@ -206,6 +242,10 @@ type sizingCase struct {
 // unknown.
 func eachSizing(f *facts.Facts, e engine.Engine, judge func(c sizingCase) (Result, bool)) []Result {
 	all, ram, ramEv, why := sizingAll(f)
+	var hp *hostPlan
+	if why == "" {
+		hp = planHost(f, all, ram, ramEv)
+	}
 	var out []Result
 	for i, in := range f.Instances {
 		if e != "" && in.Engine != e {
@@ -218,7 +258,7 @@ func eachSizing(f *facts.Facts, e engine.Engine, judge func(c sizingCase) (Resul
 		if all[i].plan.Parts == nil {
 			continue
 		}
-		if r, ok := judge(sizingCase{all[i], budgetFor(f, all, i, ram, ramEv)}); ok {
+		if r, ok := judge(sizingCase{all[i], budgetFor(hp, all, i)}); ok {
 			out = append(out, r)
 		}
 	}
@@ -231,13 +271,20 @@ func (c sizingCase) ev(extra ...Evidence) []Evidence {
 	return append(out, c.b.ev...)
 }
 
-// roomText explains the memory the database may plan with.
+// roomText explains the memory the database may plan with: the host
+// budget's arithmetic and its share.
 func (c sizingCase) roomText() string {
-	s := "The memory this server may plan with: " + c.b.how + "."
-	if len(c.b.others) == 0 && !c.b.limited {
-		s = "The server is the only database on the host: it may plan with " + c.b.how + "."
+	s := "Its share of the host's memory budget (mem.db_budget): " + c.b.how + "."
+	if len(c.b.others) == 0 && !c.b.limited && !c.b.user {
+		s = "The server is the only database on the host: " + c.b.how + "."
 	}
 	return s
+}
+
+// dedicated: the only database, sized by the rule alone (no cgroup limit,
+// no share the user set).
+func (c sizingCase) dedicated() bool {
+	return len(c.b.others) == 0 && !c.b.limited && !c.b.user
 }
 
 // sizingUnknown says why a setting is not known.

@@ -79,6 +79,7 @@ type sourceFlags struct {
 	noConnect bool
 	trust     listFlag
 	keep      keepFlags // fix and audit register them (keepflags.go)
+	budget    budgetFlag // registered by the commands that judge memory
 }
 
 func (s *sourceFlags) register(fs *pflag.FlagSet, withFrom bool) {
@@ -140,6 +141,11 @@ func (s *sourceFlags) gather(ctx context.Context, env Env, cmd string) (*facts.F
 	}
 	f := facts.Gather(ctx, h, s.options())
 	f.SysctlKeep = keep
+	if err := s.budget.apply(f, s.root, s.from == "", true); err != nil {
+		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
+		h.Close()
+		return nil, nil, false
+	}
 	return f, h.Close, true
 }
 

@@ -18,6 +18,7 @@ func (a *app) fixCmd() *cobra.Command {
 	var src sourceFlags
 	src.register(fs, true)
 	src.keep.register(fs)
+	src.budget.register(fs)
 	out := fs.String("out", "", "directory to render the fix files into (render only; nothing on the host changes)")
 	var only, skip listFlag
 	fs.Var(&only, "only", "fix only these checks (IDs or domain prefixes)")

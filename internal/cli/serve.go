@@ -71,6 +71,8 @@ func (a *app) serveCmd() *cobra.Command {
 	noConnect := fs.Bool("no-connect", false, "do not connect to databases; read settings from files")
 	var trust listFlag
 	trustServerFlag(fs, &trust)
+	var shares budgetFlag
+	shares.register(fs)
 	logLevel := fs.String("log.level", "info", "log level: debug, info, warn, error")
 	var only, skip listFlag
 	fs.Var(&only, "only", "run only these checks (IDs or domain prefixes, comma-separated)")
@@ -120,6 +122,11 @@ func (a *app) serveCmd() *cobra.Command {
 			}
 			defer h.Close()
 			f := facts.Gather(ctx, h, opts)
+			// Shares that name no instance (a stopped server) are
+			// reported by mem.db_budget, not an audit error.
+			if err := shares.apply(f, *root, true, false); err != nil {
+				f.Note(err.Error())
+			}
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("audit cut short: %w", err)
 			}

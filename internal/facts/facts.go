@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/dbhost/dbhost/internal/budget"
 	"github.com/dbhost/dbhost/internal/engine"
 	_ "github.com/dbhost/dbhost/internal/engine/all" // register every engine
 	"github.com/dbhost/dbhost/internal/host"
@@ -48,6 +49,10 @@ type Facts struct {
 	// running value back to what the next boot sets (--keep-running,
 	// --keep-file). Not observed: set by the command line.
 	SysctlKeep map[string]string `json:"sysctl_keep,omitempty"`
+	// Budget holds the user's memory shares of the databases (--budget,
+	// DBHOST_BUDGET): not observed, but given, so that the sizing checks
+	// stay functions of the facts.
+	Budget budget.Shares `json:"budget,omitzero"`
 
 	// sysctlSeen, when set, is told each kernel parameter SysctlReading is
 	// asked for (see TrackSysctls).
