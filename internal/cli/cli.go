@@ -78,7 +78,7 @@ type sourceFlags struct {
 	mysqlDSN  string
 	noConnect bool
 	trust     listFlag
-	keep      keepFlags // fix and audit register them (keepflags.go)
+	keep      keepFlags  // fix and audit register them (keepflags.go)
 	budget    budgetFlag // registered by the commands that judge memory
 }
 
