@@ -241,6 +241,11 @@ func (p *HostPlan) judge(kept []fix.Item) {
 		k := keyOf(fd)
 		was, seen := before[k]
 		switch fx, ok := planned[k]; {
+		case guards[fd.ID] && (ok || disputed[tag(fix.Item{ID: fd.ID, Subject: fd.Subject})]):
+			// The plan's own safety: whatever the reason, a plan that
+			// leaves memory over budget, strict overcommit short or a
+			// pool short of a server it changes is not applied.
+			p.Refusals = append(p.Refusals, Refusal{ID: fd.ID, Subject: fd.Subject, Was: was.Status, Why: fd.Reason})
 		case ok && !modelled(fx, p.notesOn(fix.Item{ID: fd.ID, Subject: fd.Subject})):
 			p.Unsettled = append(p.Unsettled, fmt.Sprintf("%s %s: passes only after %s", fd.ID, subjectText(fd.Subject), unmodelledPart(fx)))
 		case ok:
@@ -253,6 +258,10 @@ func (p *HostPlan) judge(kept []fix.Item) {
 	}
 	sort.Strings(p.Unsettled)
 }
+
+// guards are the checks that judge the plan's memory as a whole: the
+// budget, the commit limit under strict overcommit, the huge page pool.
+var guards = map[string]bool{"mem.db_budget": true, "mem.commit_limit": true, "mem.hugepages.postgres": true, "mem.hugepages.mysql": true}
 
 // modelled reports whether the planned host shows everything a fix does:
 // a change that takes effect only at the next boot (the kernel command

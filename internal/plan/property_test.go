@@ -31,16 +31,32 @@ const (
 	kindTwoValues = "a setting with two values"
 )
 
-// measure returns the kinds of breakage of the host g that items make of f.
+// measure returns the kinds of breakage of the planned host g that the
+// observed host f does not have already: what the plan introduces.
 func measure(f, g *facts.Facts, items []fix.Item) []string {
+	had := map[string]bool{}
+	for _, k := range broken(f, f, nil) {
+		had[k] = true
+	}
+	var out []string
+	for _, k := range broken(f, g, items) {
+		if !had[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// broken returns the kinds of breakage of the host g that items make of f.
+func broken(f, g *facts.Facts, items []fix.Item) []string {
 	var out []string
 	if short := poolShort(f, g); short != "" {
 		out = append(out, kindPool)
 	}
-	caches, inPool := plannedCaches(g)
-	if room := memRoom(g); room > 0 && float64(caches) > 0.9*float64(room) {
+	if cachesOver(g) {
 		out = append(out, kindCaches)
 	}
+	caches, inPool := plannedCaches(g, nil)
 	if limit, strict := commitLimit(g); strict && limit < caches-inPool {
 		out = append(out, kindCommit)
 	}
@@ -125,25 +141,26 @@ func pgOverhead(f *facts.Facts, planned *facts.Instance) uint64 {
 	return 0
 }
 
-// plannedCaches sums the main caches of the planned host's servers, and
-// the part of them held in huge pages (not committed memory).
-func plannedCaches(g *facts.Facts) (total, inPool uint64) {
+// plannedCaches sums the main caches of the planned host's servers (those
+// in accepts, all when nil), and the part of them held in huge pages (not
+// committed memory).
+func plannedCaches(g *facts.Facts, in func(*facts.Instance) bool) (total, inPool uint64) {
 	ram, _ := g.Memory.MemTotal()
-	for _, in := range trusted(g) {
-		limit, _ := in.Cgroup.MemoryLimit()
-		for _, p := range in.Profile().Memory(in.Instance).Parts {
-			if !p.Cache {
+	for _, x := range trusted(g) {
+		if in != nil && !in(x) {
+			continue
+		}
+		limit, _ := x.Cgroup.MemoryLimit()
+		for _, p := range x.Profile().Memory(x.Instance).Parts {
+			if !p.Cache || (!p.Known && !p.Auto) {
 				continue
 			}
 			b := p.Bytes
 			if p.Auto && p.AutoSize != nil && !p.Known {
 				b, _ = p.AutoSize(ram, limit, 2)
 			}
-			if !p.Known && !p.Auto {
-				continue
-			}
 			total += b
-			if in.Engine == engine.Postgres && setting(in, "huge_pages") == "on" {
+			if x.Engine == engine.Postgres && setting(x, "huge_pages") == "on" {
 				inPool += b
 			}
 		}
@@ -151,15 +168,25 @@ func plannedCaches(g *facts.Facts) (total, inPool uint64) {
 	return total, inPool
 }
 
-// memRoom is RAM, or the smallest cgroup limit of a server when one is set.
-func memRoom(g *facts.Facts) uint64 {
-	room, _ := g.Memory.MemTotal()
-	for _, in := range trusted(g) {
-		if l, ok := in.Cgroup.MemoryLimit(); ok && l < room {
-			room = l
+// cachesOver reports whether the servers' caches exceed 90% of RAM, or
+// those in one memory-limited cgroup 90% of its limit.
+func cachesOver(g *facts.Facts) bool {
+	ram, _ := g.Memory.MemTotal()
+	if all, _ := plannedCaches(g, nil); ram > 0 && float64(all) > 0.9*float64(ram) {
+		return true
+	}
+	for _, x := range trusted(g) {
+		limit, ok := x.Cgroup.MemoryLimit()
+		if !ok {
+			continue
+		}
+		path := x.Cgroup.Path
+		in, _ := plannedCaches(g, func(y *facts.Instance) bool { return y.Cgroup.Path == path })
+		if float64(in) > 0.9*float64(limit) {
+			return true
 		}
 	}
-	return room
+	return false
 }
 
 // commitLimit computes CommitLimit as the kernel does from the planned
@@ -221,6 +248,20 @@ func naive(f *facts.Facts) []fix.Item {
 	return items
 }
 
+// expectedRefusals are the recorded hosts whose plan is refused, and why:
+// each is a host no plan dbhost can apply makes safe. A refusal not listed
+// here fails the test, so refusing is never the easy way out.
+var expectedRefusals = map[string]string{
+	"container-memlimit":                "PostgreSQL's share of the container's memory is below its autovacuum and connection memory, which no fix lowers",
+	"mem-hugepages-pg-off-large":        "shared_buffers 8GB is set on the server's command line, which no file overrides: the plan cannot bring it within its share",
+	"mem-hugepages-pg-try0":             "huge_pages=try is set on the server's command line: the plan cannot turn it on",
+	"persist-hugepages-transient":       "huge_pages=try is set on the server's command line: the plan cannot turn it on",
+	"persist-hugepages-persisted-pg-on": "a later sysctl.d file (99-dbhost-record-persist.conf) sets a smaller pool than dbhost's file, so the next boot would not start PostgreSQL",
+	"size-pg-tuned":                     "shared_buffers and work_mem are set on the server's command line: the plan cannot bring them within its share",
+	"size-pg-workmem":                   "work_mem 1GB x 500 connections is set on the server's command line: the plan cannot bring it within its share",
+	"size-shared":                       "innodb_buffer_pool_size 20G is set on a MariaDB command line: the plan cannot bring it within its share",
+}
+
 func recordedHosts(t *testing.T) []string {
 	ms, err := filepath.Glob(filepath.Join(fixture.Dir(), "*.tar.gz"))
 	if err != nil || len(ms) == 0 {
@@ -257,7 +298,13 @@ func TestPlanBreaksNoRecordedHost(t *testing.T) {
 				why = append(why, r.ID+" "+r.Subject)
 			}
 			refused = append(refused, name+" ("+strings.Join(why, "; ")+")")
+			if expectedRefusals[name] == "" {
+				t.Errorf("%s: plan refused, and no reason is on record: %v", name, hp.Refusals)
+			}
 			continue
+		}
+		if why := expectedRefusals[name]; why != "" {
+			t.Errorf("%s: plan not refused, though %s", name, why)
 		}
 		g, _ := Model(f, hp.Items)
 		kinds := measure(f, g, hp.Items)

@@ -176,6 +176,7 @@ type resolution struct {
 // half a fix can be worse than none: huge_pages=on without its pool), and
 // reported with each wish.
 func resolve(items []fix.Item) resolution {
+	items = deferDrift(items)
 	wants := map[string][]want{}
 	var order []string
 	for i, it := range items {
@@ -288,6 +289,46 @@ func replaceCommand(cmds []string, old, v string) []string {
 	out := append([]string(nil), cmds...)
 	for i, c := range out {
 		out[i] = strings.ReplaceAll(c, old, v)
+	}
+	return out
+}
+
+// driftID is the check that persists kernel values as they run; it never
+// persists a value another finding of the plan changes (its Doc), also
+// when that finding's wish appears only on the planned host.
+const driftID = "sysctl.drift"
+
+// deferDrift takes out of sysctl.drift's fix every kernel parameter another
+// item sets; the items keep their order and number.
+func deferDrift(items []fix.Item) []fix.Item {
+	others := map[string]bool{}
+	for _, it := range items {
+		if it.ID == driftID {
+			continue
+		}
+		for _, kv := range append(it.Fix.Sysctl[:len(it.Fix.Sysctl):len(it.Fix.Sysctl)], it.Fix.SysctlNow...) {
+			others[kv.Key] = true
+		}
+	}
+	out := make([]fix.Item, 0, len(items))
+	for _, it := range items {
+		if it.ID == driftID {
+			c := *it.Fix
+			c.Sysctl = dropKeys(it.Fix.Sysctl, others)
+			c.SysctlNow = dropKeys(it.Fix.SysctlNow, others)
+			it.Fix = &c // kept, even empty: resolve's indexes are the caller's
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+func dropKeys(kvs []fix.KV, drop map[string]bool) []fix.KV {
+	var out []fix.KV
+	for _, kv := range kvs {
+		if !drop[kv.Key] {
+			out = append(out, kv)
+		}
 	}
 	return out
 }
