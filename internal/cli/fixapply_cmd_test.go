@@ -73,7 +73,8 @@ func TestFixPlanApplyRollback(t *testing.T) {
 	before := treeListing(t, root)
 	snap := fixture.Path("baseline")
 	code, plan, stderr := runCLI(t, "fix", "--plan", "--from", snap, "--root", root)
-	if code != ExitOK || !strings.Contains(plan, "file /etc/sysctl.d/60-dbhost.conf (mode 0644, replaces sha256 ") ||
+	// Exit 1: changes are pending.
+	if code != ExitFindings || !strings.Contains(plan, "file /etc/sysctl.d/60-dbhost.conf (mode 0644, replaces sha256 ") ||
 		!strings.Contains(plan, "-vm.swappiness = 10") || !strings.Contains(plan, "/etc/default/grub.d/60-dbhost.cfg is not written") {
 		t.Fatalf("--plan: exit %d\n%s\n%s", code, plan, stderr)
 	}
@@ -116,7 +117,7 @@ func TestFixApplyPlanFile(t *testing.T) {
 	root := copyTree(t)
 	snap := fixture.Path("baseline")
 	planFile := filepath.Join(t.TempDir(), "plan.json")
-	if code, _, stderr := runCLI(t, "fix", "--plan", "--plan-out", planFile, "--from", snap, "--root", root); code != ExitOK {
+	if code, _, stderr := runCLI(t, "fix", "--plan", "--plan-out", planFile, "--from", snap, "--root", root); code != ExitFindings {
 		t.Fatalf("--plan-out: %s", stderr)
 	}
 	if st, err := os.Stat(planFile); err != nil || st.Mode().Perm() != 0o600 {
@@ -158,7 +159,7 @@ func TestFixApplyNeedsRoot(t *testing.T) {
 			t.Errorf("%s as uid 1000: exit %d, %s", mode, code, stderr)
 		}
 	}
-	if code, out, stderr := runCLI(t, "fix", "--plan", "--from", snap, "--root", root); code != ExitOK || !strings.Contains(out, "Fixes for ") {
+	if code, out, stderr := runCLI(t, "fix", "--plan", "--from", snap, "--root", root); code != ExitFindings || !strings.Contains(out, "Fixes for ") {
 		t.Errorf("--plan as uid 1000: exit %d, %s %s", code, out, stderr)
 	}
 	if ents, _ := os.ReadDir(root); len(ents) != 0 {

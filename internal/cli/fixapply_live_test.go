@@ -436,7 +436,7 @@ func TestLiveFixApply(t *testing.T) {
 	}
 
 	code, plan, errs := l.run("fix", "--plan", "--only", l.only)
-	if code != ExitOK {
+	if code != ExitFindings {
 		t.Fatalf("--plan: exit %d\n%s\n%s", code, plan, errs)
 	}
 	for _, want := range []string{"file /etc/sysctl.d/60-dbhost.conf", "file /etc/udev/rules.d/60-dbhost.rules", "file /etc/security/limits.d/60-dbhost.conf",
@@ -513,7 +513,7 @@ func changeSetID(t testing.TB, out string) string {
 // --plan --plan-out is named and the apply refused; nothing changes.
 func liveEditedAfterPlan(t *testing.T, l *liveHost, before string) {
 	planFile := filepath.Join(t.TempDir(), "plan.json")
-	if code, out, errs := l.run("fix", "--plan", "--only", l.only, "--plan-out", planFile); code != ExitOK {
+	if code, out, errs := l.run("fix", "--plan", "--only", l.only, "--plan-out", planFile); code != ExitFindings {
 		t.Fatalf("--plan --plan-out: exit %d\n%s\n%s", code, out, errs)
 	}
 	const edited = "/etc/security/limits.d/60-dbhost.conf"

@@ -26,7 +26,7 @@ func TestFixPlanPGSetting(t *testing.T) {
 	line := "setting " + inst + " password_encryption: md5 -> scram-sha-256 by ALTER SYSTEM + pg_reload_conf()"
 	saved := filepath.Join(t.TempDir(), "plan.json")
 	code, plan, errs := runCLI(t, "fix", "--plan", "--only", "pg.hardening.md5", "--plan-out", saved)
-	if code != ExitOK || !strings.Contains(plan, line) || strings.Contains(plan, "conf.d") {
+	if code != ExitFindings || !strings.Contains(plan, line) || strings.Contains(plan, "conf.d") {
 		t.Fatalf("--plan: exit %d, no %q (or a conf.d snippet):\n%s%s", code, line, plan, errs)
 	}
 	b, err := os.ReadFile(saved)

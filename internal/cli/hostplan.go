@@ -22,6 +22,9 @@ func hostPlanNotes(hp *plan.HostPlan) []string {
 	for _, u := range hp.Unsettled {
 		out = append(out, "Not yet passing after the plan: "+termsafe.Line(u))
 	}
+	for _, d := range hp.Dropped {
+		out = append(out, "Not planned: "+termsafe.Line(d))
+	}
 	for _, n := range hp.Notes {
 		out = append(out, "Not judged on the planned host: "+termsafe.Line(n))
 	}
@@ -47,6 +50,9 @@ func printHostPlan(w io.Writer, hp *plan.HostPlan) {
 	}
 	for _, u := range hp.Unsettled {
 		fmt.Fprintf(w, "  not yet passing after the plan: %s\n", termsafe.Line(u))
+	}
+	for _, d := range hp.Dropped {
+		fmt.Fprintf(w, "  not planned: %s\n", termsafe.Line(d))
 	}
 	for _, n := range hp.Notes {
 		fmt.Fprintf(w, "  not judged on the planned host: %s\n", termsafe.Line(n))

@@ -36,6 +36,10 @@ type HostPlan struct {
 	// Unsettled lists what still fails on the planned host for a reason
 	// the plan does not change (a reboot, a step left to a person).
 	Unsettled []string `json:"unsettled,omitempty"`
+	// Dropped are fixes left out because their own check cannot judge the
+	// planned host (a non-root run cannot see a server's mappings): a
+	// change nothing can prove safe is not made.
+	Dropped []string `json:"dropped,omitempty"`
 	// Notes are what the model could not represent.
 	Notes  []string `json:"notes,omitempty"`
 	Rounds int      `json:"rounds"`
@@ -110,7 +114,9 @@ func Make(f *facts.Facts, sel check.Selector) *HostPlan {
 		}
 		g, p.Notes = Model(f, res.kept)
 		p.Planned = check.Run(g, sel)
-		if !takeIn(&items, index, disputed, p.Planned) {
+		dropped := dropUnjudged(&items, index, disputed, p.Planned)
+		p.Dropped = append(p.Dropped, dropped...)
+		if !takeIn(&items, index, disputed, p.Planned) && len(dropped) == 0 {
 			settled = true
 			break
 		}
@@ -121,11 +127,50 @@ func Make(f *facts.Facts, sel check.Selector) *HostPlan {
 	p.Items, p.Conflicts = res.kept, res.conflicts
 	p.Findings = findingsFor(p.Observed, p.Planned, res.kept)
 	p.judge(res.kept)
+	for _, n := range p.Notes {
+		// The model says so when a server it restarts could not start
+		// (huge_pages=on beside too small a pool): no check can see a
+		// server that is not running.
+		if strings.Contains(n, " would not start") {
+			p.Refusals = append(p.Refusals, Refusal{ID: "plan", Subject: check.SubjectHost, Was: check.Pass, Why: n})
+		}
+	}
 	if !settled {
 		p.Refusals = append(p.Refusals, Refusal{ID: "plan", Subject: check.SubjectHost, Was: check.Fail,
 			Why: fmt.Sprintf("the planned values did not settle in %d rounds (a derived value keeps changing)", MaxRounds)})
 	}
 	return p
+}
+
+// dropUnjudged removes from items the fixes whose own finding is unknown
+// on the planned host, marks them so that no later round brings them back,
+// and says why for each.
+func dropUnjudged(items *[]fix.Item, index map[key]int, disputed map[key]bool, planned []check.Finding) []string {
+	unknown := map[key]string{}
+	for _, fd := range planned {
+		if fd.Status == check.Unknown {
+			unknown[keyOf(fd)] = fd.Reason
+		}
+	}
+	var out []string
+	kept := (*items)[:0]
+	for _, it := range *items {
+		k := key{it.ID, it.Subject}
+		if why, ok := unknown[k]; ok {
+			disputed[k] = true
+			out = append(out, fmt.Sprintf("%s %s: left out, its check cannot judge the planned host: %s", it.ID, subjectText(it.Subject), why))
+			continue
+		}
+		kept = append(kept, it)
+	}
+	*items = kept
+	for k := range index {
+		delete(index, k)
+	}
+	for i, it := range kept {
+		index[key{it.ID, it.Subject}] = i
+	}
+	return out
 }
 
 // takeIn adds to items the fixes of findings still failing on the planned
@@ -196,7 +241,7 @@ func (p *HostPlan) judge(kept []fix.Item) {
 		k := keyOf(fd)
 		was, seen := before[k]
 		switch fx, ok := planned[k]; {
-		case ok && !modelled(fx):
+		case ok && !modelled(fx, p.notesOn(fix.Item{ID: fd.ID, Subject: fd.Subject})):
 			p.Unsettled = append(p.Unsettled, fmt.Sprintf("%s %s: passes only after %s", fd.ID, subjectText(fd.Subject), unmodelledPart(fx)))
 		case ok:
 			p.Refusals = append(p.Refusals, Refusal{ID: fd.ID, Subject: fd.Subject, Was: was.Status, Why: fd.Reason})
@@ -211,9 +256,24 @@ func (p *HostPlan) judge(kept []fix.Item) {
 
 // modelled reports whether the planned host shows everything a fix does:
 // a change that takes effect only at the next boot (the kernel command
-// line, fstab) or by a person's hand cannot pass before then.
-func modelled(f *fix.Fix) bool {
-	return len(f.Cmdline) == 0 && len(f.Mount) == 0 && f.Manual == "" && !f.HostOnly
+// line, fstab), a command the model does not run (zfs set, tuned-adm), a
+// step left to a person, or a part the model says it could not represent
+// cannot show as passing before it is done.
+func modelled(f *fix.Fix, notes []string) bool {
+	return len(f.Cmdline) == 0 && len(f.Mount) == 0 && len(f.Runtime) == 0 && len(f.TunedDisk) == 0 &&
+		f.Manual == "" && !f.HostOnly && len(notes) == 0
+}
+
+// notesOn are the model's notes about one item (they start with its tag).
+func (p *HostPlan) notesOn(it fix.Item) []string {
+	var out []string
+	t := tag(it)
+	for _, n := range p.Notes {
+		if strings.HasPrefix(n, t+":") || strings.HasPrefix(n, t+" ") {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func unmodelledPart(f *fix.Fix) string {
@@ -224,11 +284,17 @@ func unmodelledPart(f *fix.Fix) string {
 	if len(f.Mount) > 0 {
 		parts = append(parts, "the mount change")
 	}
+	if len(f.Runtime) > 0 || len(f.TunedDisk) > 0 {
+		parts = append(parts, "its commands ("+strings.Join(f.Runtime, "; ")+")")
+	}
 	if f.HostOnly {
 		parts = append(parts, "the change on the container's host")
 	}
 	if f.Manual != "" {
 		parts = append(parts, "the step left to a person")
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "what the model could not show (see the notes)")
 	}
 	return strings.Join(parts, " and ")
 }

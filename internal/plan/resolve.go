@@ -1,7 +1,7 @@
 package plan
 
 import (
-	"fmt"
+
 	"sort"
 	"strconv"
 	"strings"
@@ -288,11 +288,4 @@ func replaceCommand(cmds []string, old, v string) []string {
 		out[i] = strings.ReplaceAll(c, old, v)
 	}
 	return out
-}
-
-func tag(it fix.Item) string {
-	if it.Subject == "" || it.Subject == "host" {
-		return it.ID
-	}
-	return fmt.Sprintf("%s (%s)", it.ID, it.Subject)
 }
