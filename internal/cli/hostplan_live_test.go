@@ -47,7 +47,7 @@ var hostPlanChecks = []string{"mem.hugepages.postgres", "pg.shared_buffers", "re
 // runs on and large enough that the plan grows shared_buffers beyond the
 // server's 16MB.
 const (
-	hostPlanPGShare     = "256MiB"
+	hostPlanPGShare     = "512MiB"
 	hostPlanRedisShare1 = 64 << 20
 	hostPlanRedisShare2 = 32 << 20
 	hostPlanPool        = "4" // 8 MiB: below what 16MB of shared_buffers needs
@@ -340,6 +340,50 @@ func (l *hostPlanLive) restartByHand() {
 	}
 }
 
+// startByHand starts the server again after a failed restart, as its
+// administrator would once the rollback put the settings back.
+func (l *hostPlanLive) startByHand() {
+	l.t.Helper()
+	bin, _ := testdb.PostgresBin()
+	cmd := exec.Command("sh", "-c", "echo $$ > \"$1\" && exec runuser -u postgres -- \"$2\" start -D \"$3\" -w -t 120 -s -l \"$4\"", "sh",
+		filepath.Join(l.cgroup.Dir, "cgroup.procs"), filepath.Join(bin, "pg_ctl"), l.pg.DataDir, filepath.Join(l.pg.Dir, "restart.log"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		l.t.Fatalf("pg_ctl start: %v\n%s\nlog:\n%s", err, out, readFileString(filepath.Join(l.pg.Dir, "restart.log")))
+	}
+}
+
+// checkRestarted judges the server after the apply: restarted under its
+// unit, with huge_pages=on and the planned shared_buffers, its shared
+// memory in huge pages. It reports whether the server runs at all (a
+// restart that failed leaves it down: said with its log).
+func (l *hostPlanLive) checkRestarted(before pgState, hpBefore, hpAfter hugePages, wantBuf string) (pgState, bool) {
+	t := l.t
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(l.pg.DataDir, "postmaster.pid")); err != nil {
+		t.Errorf("PostgreSQL does not run after the apply (pool %s); its restart log:\n%s", hpAfter, readFileString(filepath.Join(l.pg.Dir, "restart.log")))
+		return pgState{}, false
+	}
+	after := l.pgState()
+	switch {
+	case after.pid == before.pid || after.started <= before.started:
+		t.Errorf("PostgreSQL was not restarted: pid %d started %s", after.pid, after.started)
+	case unitOf(t, after.pid) != l.unit:
+		t.Errorf("the restarted server does not run under %s", l.unit)
+	}
+	if after.hugePages != "on" || after.sharedBuf != wantBuf {
+		t.Errorf("after the restart: huge_pages %s, shared_buffers %s; planned on, %s", after.hugePages, after.sharedBuf, wantBuf)
+	}
+	// The server's shared memory is in huge pages: the pool's pages in use
+	// grew by what PostgreSQL says its shared memory takes.
+	if grown := hpAfter.inUse() - hpBefore.inUse(); grown < after.needPages || grown > after.needPages+2 {
+		t.Errorf("huge pages in use grew by %d, PostgreSQL's shared memory takes %d", grown, after.needPages)
+	}
+	if after.smapsHugeKB <= 0 {
+		t.Errorf("the postmaster maps no hugetlb memory (smaps)")
+	}
+	return after, true
+}
+
 // env is what the in-process commands get: the stand-in systemctl and the
 // private servers alone.
 func (l *hostPlanLive) env(out, errb *bytes.Buffer) Env {
@@ -604,31 +648,14 @@ func TestLiveHostPlan(t *testing.T) {
 	if b := readFileString(l.calls); b != "restart "+l.unit+"\n" {
 		t.Errorf("systemctl calls: %q", b)
 	}
-	after := l.pgState()
 	hpAfter := readHugePages(t)
 	poolAfter := readTrim(t, "/proc/sys/vm/nr_hugepages")
-	t.Logf("after apply: pool vm.nr_hugepages %s (%s); pid %d (was %d), started %s (was %s), shared_buffers %s, huge_pages %s, needs %d huge pages, %d kB hugetlb touched",
-		poolAfter, hpAfter, after.pid, before.pid, after.started, before.started, after.sharedBuf, after.hugePages, after.needPages, after.smapsHugeKB)
-	switch {
-	case after.pid == before.pid || after.started <= before.started:
-		t.Errorf("PostgreSQL was not restarted: pid %d started %s", after.pid, after.started)
-	case unitOf(t, after.pid) != l.unit:
-		t.Errorf("the restarted server does not run under %s", l.unit)
-	}
-	if after.hugePages != "on" || after.sharedBuf != wantBuf {
-		t.Errorf("after the restart: huge_pages %s, shared_buffers %s; planned on, %s", after.hugePages, after.sharedBuf, wantBuf)
-	}
 	if poolAfter != wantPool {
 		t.Errorf("vm.nr_hugepages is %s after the apply, planned %s", poolAfter, wantPool)
 	}
-	// The server's shared memory is in huge pages: the pool's pages in use
-	// grew by what PostgreSQL says its shared memory takes.
-	if grown := hpAfter.inUse() - hpBefore.inUse(); grown < after.needPages || grown > after.needPages+2 {
-		t.Errorf("huge pages in use grew by %d, PostgreSQL's shared memory takes %d", grown, after.needPages)
-	}
-	if after.smapsHugeKB <= 0 {
-		t.Errorf("the postmaster maps no hugetlb memory (smaps)")
-	}
+	after, up := l.checkRestarted(before, hpBefore, hpAfter, wantBuf)
+	t.Logf("after apply: pool vm.nr_hugepages %s (%s); pid %d (was %d), started %s (was %s), shared_buffers %s, huge_pages %s, needs %d huge pages, %d kB hugetlb touched",
+		poolAfter, hpAfter, after.pid, before.pid, after.started, before.started, after.sharedBuf, after.hugePages, after.needPages, after.smapsHugeKB)
 	for i, r := range []*testdb.Server{l.r1, l.r2} {
 		share := []uint64{hostPlanRedisShare1, hostPlanRedisShare2}[i]
 		got := redisMaxmemory(t, r)
@@ -657,9 +684,14 @@ func TestLiveHostPlan(t *testing.T) {
 		}
 	}
 	sameListing(t, "files after --rollback", filesBefore, l.files())
-	// The restart settings take their old values back at the next restart:
-	// the administrator's, here through the stand-in.
-	l.restartByHand()
+	// The restart settings take their old values back at the next restart
+	// (or the first start, when the apply's restart failed): the
+	// administrator's, here through the stand-in.
+	if up {
+		l.restartByHand()
+	} else {
+		l.startByHand()
+	}
 	back := l.pgState()
 	hpBack := readHugePages(t)
 	t.Logf("after rollback and a restart: pool %s (%s); shared_buffers %s, huge_pages %s, %d kB hugetlb",
