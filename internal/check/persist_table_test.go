@@ -65,6 +65,17 @@ func thpBuild(mode, err string) func(*facts.Facts) {
 	}
 }
 
+// keep answers sysctl.drift for one parameter (--keep-running NAME is
+// keep(NAME, "running")).
+func keep(name, how string) func(*facts.Facts) {
+	return func(f *facts.Facts) {
+		if f.SysctlKeep == nil {
+			f.SysctlKeep = map[string]string{}
+		}
+		f.SysctlKeep[name] = how
+	}
+}
+
 // old310 is a RHEL 7 kernel with the somaxconn it boots with.
 var old310 = all(system("3.10.0-1160.el7.x86_64", ""), sysctl("net.core.somaxconn", "128"))
 
@@ -77,6 +88,16 @@ func init() {
 		tcase{name: "swappiness at the default 60", base: base, mutate: sysctl("vm.swappiness", "60"), id: "sysctl.drift", subject: h, want: check.Pass},
 		tcase{name: "swappiness 59 at runtime only", base: base, mutate: sysctl("vm.swappiness", "59"), id: "sysctl.drift", subject: h, want: check.Fail,
 			says: []string{"vm.swappiness is 59 now, but nothing persists it: the next boot gives 60 (kernel default, Documentation/admin-guide/sysctl/vm.rst"}},
+		// The user's answers, on a parameter no other check sets; mem.swap
+		// sets vm.swappiness 59 back to 1, and wins over the answer.
+		tcase{name: "vfs_cache_pressure 50 kept running", base: base, mutate: all(sysctl("vm.vfs_cache_pressure", "50"), keep("vm.vfs_cache_pressure", "running")), id: "sysctl.drift", subject: h, want: check.Fail,
+			says: []string{"vm.vfs_cache_pressure is 50 now, but nothing persists it", "(--keep-running: the fix persists 50)"}},
+		tcase{name: "vfs_cache_pressure 50 kept as the file says", base: base, mutate: all(sysctl("vm.vfs_cache_pressure", "50"), keep("vm.vfs_cache_pressure", "file")), id: "sysctl.drift", subject: h, want: check.Fail,
+			says: []string{"(--keep-file: the fix sets vm.vfs_cache_pressure back to 100 now, persisting nothing)"}},
+		tcase{name: "swappiness 59 kept running, mem.swap wins", base: base, mutate: all(sysctl("vm.swappiness", "59"), keep("vm.swappiness", "running")), id: "sysctl.drift", subject: h, want: check.Fail,
+			says: []string{"(mem.swap in this run sets 1: the fix persists 1, not the running value; --keep-running vm.swappiness is not followed, mem.swap wins)"}},
+		tcase{name: "swappiness 1 kept running, mem.swap wants 1 too", base: base, mutate: all(sysctl("vm.swappiness", "1"), keep("vm.swappiness", "running")), id: "sysctl.drift", subject: h, want: check.Fail,
+			says: []string{"(--keep-running: the fix persists 1)"}},
 		tcase{name: "swappiness 59 in a container", base: base, mutate: all(sysctl("vm.swappiness", "59"), func(f *facts.Facts) { f.System.Container = "docker" }), id: "sysctl.drift", subject: h, want: check.Pass,
 			says: []string{"not compared with the kernel's defaults: dbhost runs in a container"}},
 		tcase{name: "swappiness 59, a sysctl.d file unreadable", base: base, mutate: all(sysctl("vm.swappiness", "59"), func(f *facts.Facts) { f.Persist.SysctlErr = "/etc/sysctl.d/x.conf: permission denied" }), id: "sysctl.drift", subject: h, want: check.Pass,

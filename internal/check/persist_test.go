@@ -8,6 +8,7 @@ import (
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/fix"
 )
 
 // TestKernelDefaultsCoverCatalog: the kernel defaults table has an entry for
@@ -34,32 +35,63 @@ func TestKernelDefaultsCoverCatalog(t *testing.T) {
 
 // TestSysctlDriftRuntimeOnly: vm.swappiness=1 set with sysctl -w and in no
 // sysctl.d file reboots to 60. mem.swappiness passes on the running value,
-// yet sysctl.drift fails and its fix persists 1.
+// yet sysctl.drift fails. Unasked, its fix changes nothing and asks: a
+// moment's value is never made permanent. --keep-running persists 1;
+// --keep-file sets 60 now and persists nothing.
 func TestSysctlDriftRuntimeOnly(t *testing.T) {
 	const fx = "persist-swappiness-runtime"
 	memWant(t, fx, "mem.swappiness", memHost, check.Pass)
 	fd := memWant(t, fx, "sysctl.drift", memHost, check.Fail,
 		"vm.swappiness is 1 now, but nothing persists it: the next boot gives 60 (kernel default, Documentation/admin-guide/sysctl/vm.rst")
-	if v := memSysctlValue(fd.Fix, "vm.swappiness"); v != "1" {
-		t.Errorf("fix persists vm.swappiness=%q: %+v", v, fd.Fix)
+	if len(fd.Fix.Sysctl) != 0 || len(fd.Fix.SysctlNow) != 0 || len(fd.Fix.Files) != 0 || len(fd.Fix.Runtime) != 0 {
+		t.Errorf("unasked, the fix changes something: %+v", fd.Fix)
 	}
-	rendered := false
-	for _, f := range fd.Fix.Files {
-		if strings.HasPrefix(f.Path, "/etc/sysctl.d/") && strings.Contains(f.Content, "vm.swappiness = 1") {
-			rendered = true
+	for _, s := range []string{"vm.swappiness (running 1, next boot 60 from the kernel's default", "--keep-running NAME", "--keep-file NAME"} {
+		if !strings.Contains(fd.Fix.Manual, s) {
+			t.Errorf("manual lacks %q: %s", s, fd.Fix.Manual)
 		}
-	}
-	if !rendered {
-		t.Errorf("no sysctl.d file keeps vm.swappiness = 1: %+v", fd.Fix.Files)
 	}
 	// Values the kernel computes at boot are named, not judged.
 	ev, ok := memEvidence(fd, "not comparable with a kernel default")
 	if !ok || !strings.Contains(ev.Value, "vm.min_free_kbytes") {
 		t.Errorf("evidence %+v", fd.Evidence)
 	}
+
+	fd = driftKept(t, fx, map[string]string{"vm.swappiness": "running"})
+	if v := memSysctlValue(fd.Fix, "vm.swappiness"); v != "1" || !strings.Contains(fd.Reason, "(--keep-running: the fix persists 1)") {
+		t.Errorf("--keep-running: persists %q: %s", v, fd.Reason)
+	}
+	if !slices.ContainsFunc(fd.Fix.Files, func(f fix.File) bool {
+		return strings.HasPrefix(f.Path, "/etc/sysctl.d/") && strings.Contains(f.Content, "vm.swappiness = 1")
+	}) {
+		t.Errorf("--keep-running: no sysctl.d file keeps vm.swappiness = 1: %+v", fd.Fix.Files)
+	}
+	if strings.Contains(fd.Fix.Manual, "vm.swappiness (running") {
+		t.Errorf("--keep-running: still asks: %s", fd.Fix.Manual)
+	}
+
+	fd = driftKept(t, fx, map[string]string{"vm.swappiness": "file"})
+	if len(fd.Fix.Sysctl) != 0 || len(fd.Fix.Files) != 0 || !slices.Equal(fd.Fix.SysctlNow, []fix.KV{{Key: "vm.swappiness", Value: "60"}}) ||
+		!slices.Contains(fd.Fix.Runtime, "sysctl -w vm.swappiness=60") || !strings.Contains(fd.Reason, "(--keep-file: the fix sets vm.swappiness back to 60 now, persisting nothing)") {
+		t.Errorf("--keep-file: %s: %+v", fd.Reason, fd.Fix)
+	}
 	// The same value in /etc/sysctl.d (and pid_max as its file says):
 	// nothing is lost.
 	memWant(t, "persist-swappiness-persisted", "sysctl.drift", memHost, check.Pass, "hold the kernel's default")
+}
+
+// driftKept judges sysctl.drift on a recorded host with the user's
+// --keep-running / --keep-file answers, its fix completed as audit shows it.
+func driftKept(t *testing.T, name string, keep map[string]string) check.Finding {
+	t.Helper()
+	f := cloneFacts(t, name)
+	f.SysctlKeep = keep
+	fds := check.Run(f, check.Selector{Only: []string{"sysctl.drift"}})
+	check.RenderFixes(fds, fix.ContextFrom(f))
+	if len(fds) != 1 || fds[0].Status != check.Fail {
+		t.Fatalf("%s with %v: %+v", name, keep, fds)
+	}
+	return fds[0]
 }
 
 // TestHugePagesRebootCritical: a PostgreSQL a unit starts at boot, with
@@ -119,15 +151,25 @@ func TestHugePagesTransientNotCounted(t *testing.T) {
 
 // TestSysctlDriftDefersToOtherFixes: kernel.shmmax=32 set at runtime only
 // is below PostgreSQL's segment (mem.shm_limits fails): the drift fix must
-// not persist 32, it persists what mem.shm_limits restores.
+// not persist 32, it persists what mem.shm_limits restores, and says so.
+// That check wins over the user's --keep-running or --keep-file too.
 func TestSysctlDriftDefersToOtherFixes(t *testing.T) {
-	fd := memWant(t, "mem-shmmax-small", "sysctl.drift", memHost, check.Fail, "kernel.shmmax is 32 now", "mem.shm_limits judges 32 wrong")
-	if v := memSysctlValue(fd.Fix, "kernel.shmmax"); v != "18446744073692774399" {
+	const restored = "18446744073692774399"
+	fd := memWant(t, "mem-shmmax-small", "sysctl.drift", memHost, check.Fail, "kernel.shmmax is 32 now",
+		"mem.shm_limits in this run sets "+restored+": the fix persists "+restored+", not the running value")
+	if v := memSysctlValue(fd.Fix, "kernel.shmmax"); v != restored {
 		t.Errorf("drift persists kernel.shmmax=%q: %+v", v, fd.Fix)
 	}
-	// Where no other check objects, the running value is kept.
+	for _, keep := range []string{"running", "file"} {
+		fd = driftKept(t, "mem-shmmax-small", map[string]string{"kernel.shmmax": keep})
+		if v := memSysctlValue(fd.Fix, "kernel.shmmax"); v != restored || len(fd.Fix.SysctlNow) != 0 ||
+			!strings.Contains(fd.Reason, "--keep-"+keep+" kernel.shmmax is not followed, mem.shm_limits wins") {
+			t.Errorf("--keep-%s: persists %q, now %v: %s", keep, v, fd.Fix.SysctlNow, fd.Reason)
+		}
+	}
+	// Where no other check objects, nothing is persisted unasked.
 	fd = memWant(t, "persist-swappiness-runtime", "sysctl.drift", memHost, check.Fail)
-	if strings.Contains(fd.Reason, "judges") {
-		t.Errorf("reason: %s", fd.Reason)
+	if strings.Contains(fd.Reason, "in this run sets") || len(fd.Fix.Sysctl) != 0 {
+		t.Errorf("reason: %s, fix %+v", fd.Reason, fd.Fix)
 	}
 }

@@ -2,6 +2,9 @@ package check
 
 import (
 	"fmt"
+	"maps"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,8 +34,12 @@ Where nothing persists a parameter, the next boot gives the kernel's default
 net.core.somaxconn, 4096 since Linux 5.4 and 128 before, by the running release;
 vm.nr_hugepages from hugepages= on the kernel command line): a running value that
 differs from it (sysctl -w vm.swappiness=1, which reboots to 60) holds only until
-reboot, and the fix persists the running value in /etc/sysctl.d even when the check
-that judges the value passes now. Values the kernel computes at boot (min_free_kbytes,
+reboot. dbhost never makes a running value permanent unasked: the finding shows both
+values and the fix changes nothing until the user chooses, per parameter, with
+--keep-running NAME (persist the running value in /etc/sysctl.d) or --keep-file NAME
+(set the running value back to the next boot's now, persisting nothing). Where another
+failing check of the same run sets the parameter (mem.swap, mem.shm_limits), that
+check's value wins, whatever was kept. Values the kernel computes at boot (min_free_kbytes,
 file-max, threads-max, pid_max, tcp_max_syn_backlog) are not comparable and are
 listed as skipped; so is everything when dbhost runs in a container (the host's
 boot sets the kernel) or a sysctl.d file is unreadable.`,
@@ -100,7 +107,8 @@ func checkSysctlDrift(f *facts.Facts) []Result {
 	if f.Persist.SysctlErr != "" && len(f.Persist.SysctlFiles) == 0 {
 		return []Result{UnknownR(SubjectHost, "cannot read the sysctl.d files: "+f.Persist.SysctlErr)}
 	}
-	var drift, garbled []string
+	var drift []driftKey
+	var garbled []string
 	var ev []Evidence
 	compared := 0
 	rt := runtimeOnlyScan{noDefaults: noKernelDefaults(f)}
@@ -132,7 +140,8 @@ func checkSysctlDrift(f *facts.Facts) []Result {
 		if bv.Tuned {
 			who = "TuneD profile " + f.Tuned.Active
 		}
-		drift = append(drift, fmt.Sprintf("%s is %s now but %s sets %s (%s)", name, r.Value, who, bv.Value, bv.Source))
+		drift = append(drift, driftKey{name: name, running: normSysctl(r.Value), boot: bv.Value, source: bv.Source, tuned: bv.Tuned,
+			text: fmt.Sprintf("%s is %s now but %s sets %s (%s)", name, r.Value, who, bv.Value, bv.Source)})
 		ev = append(ev, Ev(name, fmt.Sprintf("running %s, next boot %s", r.Value, bv.Value), bv.Source))
 	}
 	ev = append(ev, Ev("files", strings.Join(f.Persist.SysctlFiles, ", "), "sysctl.d"))
@@ -150,36 +159,167 @@ func checkSysctlDrift(f *facts.Facts) []Result {
 	if len(drift) == 0 && len(rt.lost) == 0 {
 		return []Result{PassR(SubjectHost, fmt.Sprintf("Judged kernel parameters set by sysctl.d or TuneD: %d; each holds its persisted value now, so a reboot keeps them. Parameters nothing persists: %d hold the kernel's default, %s.", compared, rt.atDefault, rt.skippedText()), ev...)}
 	}
+	keys := append(drift[:len(drift):len(drift)], rt.lost...)
+	asks := decideDrift(f, keys)
+	ev = append(ev, keepEvidence(f, keys)...)
 	var whys []string
-	fx := &fix.Fix{Summary: "Make the running and persisted kernel parameters agree"}
 	if len(drift) > 0 {
-		whys = append(whys, "A reboot will silently change kernel parameters: "+strings.Join(drift, "; ")+".")
+		whys = append(whys, "A reboot will silently change kernel parameters: "+driftTexts(keys[:len(drift)])+".")
 		if !f.System.Systemd {
 			whys = append(whys, "(PID 1 is not systemd here: the files are applied at boot only if the init system runs sysctl --system.)")
 		}
-		// No "now" step: applying the files (sysctl --system) is right only
-		// for the parameters whose file is right, which only the reader
-		// can decide.
-		fx.Manual = "For each parameter a file sets, decide which value is right: if the running value is, change the file and line named to it; if the file is, apply the files now with sysctl --system (it applies every sysctl.d file, dbhost's included)."
 	}
 	if len(rt.lost) > 0 {
-		rt.deferToOthers(f)
-		whys = append(whys, "Set at runtime only, lost at the next reboot: "+strings.Join(rt.lost, "; ")+".")
-		fx.Sysctl = rt.keep
-		if len(drift) == 0 {
-			fx.Summary = "Persist the kernel parameters set at runtime"
-			fx.Manual = "The file keeps the running values; if a value was a temporary experiment, drop its line and set the default back instead."
+		whys = append(whys, "Set at runtime only, lost at the next reboot: "+driftTexts(keys[len(drift):])+".")
+	}
+	return []Result{FailR(SubjectHost, strings.Join(whys, " "), memHostOnly(f, driftFix(keys, asks)), ev...)}
+}
+
+// driftKey is a kernel parameter whose running value the next boot
+// changes, and what the fix does about it.
+type driftKey struct {
+	name, running string
+	// boot is what the next boot sets, source where (file:line, or the
+	// kernel's default and its documentation); tuned: a TuneD profile.
+	boot, source string
+	tuned        bool
+	// text says it in the reason; decideDrift adds what the fix does.
+	text string
+	// value is what the fix persists (persist) or sets in the running
+	// kernel only (now); neither: the user has not chosen.
+	value        string
+	persist, now bool
+}
+
+// decideDrift decides per parameter, and returns those left to the user.
+// A value another failing check sets wins: its fix persists that value,
+// whatever the user kept. Otherwise the user's --keep-running or
+// --keep-file (facts.Facts.SysctlKeep) decides; without one, nothing is
+// persisted or set: a running value becomes permanent only when asked.
+func decideDrift(f *facts.Facts, keys []driftKey) (asks []string) {
+	others := othersWant(f)
+	for i := range keys {
+		k := &keys[i]
+		keep := f.SysctlKeep[k.name]
+		if o, ok := others[k.name]; ok {
+			k.value, k.persist = o.value, true
+			k.text += fmt.Sprintf(" (%s in this run sets %s: the fix persists %s, not the running value", strings.Join(o.ids, ", "), o.value, o.value)
+			if keep != "" {
+				k.text += fmt.Sprintf("; --keep-%s %s is not followed, %s wins", keep, k.name, o.ids[0])
+			}
+			k.text += ")"
+			continue
+		}
+		switch keep {
+		case "running":
+			k.value, k.persist = k.running, true
+			k.text += fmt.Sprintf(" (--keep-running: the fix persists %s)", k.running)
+		case "file":
+			k.value, k.now = k.boot, true
+			k.text += fmt.Sprintf(" (--keep-file: the fix sets %s back to %s now, persisting nothing)", k.name, orEmpty(k.boot))
+		default:
+			asks = append(asks, fmt.Sprintf("%s (running %s, next boot %s from %s)", k.name, orEmpty(k.running), orEmpty(k.boot), k.source))
 		}
 	}
-	return []Result{FailR(SubjectHost, strings.Join(whys, " "), memHostOnly(f, fx), ev...)}
+	return asks
+}
+
+// driftFix persists or sets what decideDrift decided, and asks the user
+// for the rest.
+func driftFix(keys []driftKey, asks []string) *fix.Fix {
+	fx := &fix.Fix{Summary: "Make the running and persisted kernel parameters agree"}
+	var edit []string
+	for _, k := range keys {
+		switch {
+		case k.persist:
+			fx.Sysctl = append(fx.Sysctl, fix.KV{Key: k.name, Value: k.value})
+			if !k.tuned && readAfterDbhost(k.source) {
+				edit = append(edit, fmt.Sprintf("%s (change its %s line to %s: it is read after dbhost's file)", k.source, k.name, orEmpty(k.value)))
+			}
+		case k.now:
+			fx.SysctlNow = append(fx.SysctlNow, fix.KV{Key: k.name, Value: k.value})
+		}
+	}
+	var manual []string
+	if len(asks) > 0 {
+		manual = append(manual, "dbhost does not choose between a running value and the next boot's: for each of "+strings.Join(asks, "; ")+
+			", run dbhost again with --keep-running NAME to persist the running value, or --keep-file NAME to set the running value back to the next boot's now (several names comma-separated).")
+	}
+	if len(edit) > 0 {
+		manual = append(manual, "Also edit "+strings.Join(edit, "; ")+".")
+	}
+	fx.Manual = strings.Join(manual, " ")
+	return fx
+}
+
+// readAfterDbhost reports whether the sysctl.d file at source (file:line)
+// is applied after dbhost's /etc/sysctl.d/60-dbhost.conf (files sort by
+// name across directories; /etc/sysctl.conf comes last), so that its
+// value wins over the one dbhost persists.
+func readAfterDbhost(source string) bool {
+	file, _, _ := strings.Cut(source, ":")
+	if file == "/etc/sysctl.conf" {
+		return true
+	}
+	return strings.HasPrefix(file, "/") && path.Base(file) > fix.Name+".conf"
+}
+
+func driftTexts(keys []driftKey) string {
+	t := make([]string, len(keys))
+	for i, k := range keys {
+		t[i] = k.text
+	}
+	return strings.Join(t, "; ")
+}
+
+// otherWish is the value other failing checks set for a parameter, and
+// which checks: the first one's value (the one `dbhost fix` persists).
+type otherWish struct {
+	value string
+	ids   []string
+}
+
+// othersWant lists, per kernel parameter, what the other failing checks
+// of this run set it to (mem.shm_limits restoring kernel.shmmax, mem.swap
+// lowering vm.swappiness): persisting the running value instead would make
+// a value another check judges wrong permanent.
+func othersWant(f *facts.Facts) map[string]*otherWish {
+	want := map[string]*otherWish{}
+	for _, fd := range Run(f, Selector{Skip: []string{"sysctl.drift"}}) {
+		if fd.Status != Fail || fd.Fix == nil {
+			continue
+		}
+		for _, kv := range fd.Fix.Sysctl {
+			w, seen := want[kv.Key]
+			if !seen {
+				w = &otherWish{value: kv.Value}
+				want[kv.Key] = w
+			}
+			if !slices.Contains(w.ids, fd.ID) {
+				w.ids = append(w.ids, fd.ID)
+			}
+		}
+	}
+	return want
+}
+
+// keepEvidence names the parameters the user answered for that do not
+// drift: nothing to keep.
+func keepEvidence(f *facts.Facts, keys []driftKey) []Evidence {
+	var ev []Evidence
+	for _, name := range slices.Sorted(maps.Keys(f.SysctlKeep)) {
+		if !slices.ContainsFunc(keys, func(k driftKey) bool { return k.name == name }) {
+			ev = append(ev, Ev("--keep-"+f.SysctlKeep[name]+" "+name, "the running value is what the next boot sets: nothing to keep", "command line"))
+		}
+	}
+	return ev
 }
 
 // runtimeOnlyScan compares the parameters nothing persists with the kernel's
 // defaults.
 type runtimeOnlyScan struct {
 	noDefaults string // why no comparison is possible on this host at all
-	lost       []string
-	keep       []fix.KV
+	lost       []driftKey
 	ev         []Evidence
 	garbled    []string
 	atDefault  int
@@ -220,35 +360,9 @@ func (s *runtimeOnlyScan) judge(f *facts.Facts, name string, r host.Reading) {
 		s.atDefault++
 		return
 	}
-	s.lost = append(s.lost, fmt.Sprintf("%s is %s now, but nothing persists it: the next boot gives %s (kernel default, %s)", name, run, orEmpty(d.Value), d.Doc))
-	s.keep = append(s.keep, fix.KV{Key: name, Value: run})
+	s.lost = append(s.lost, driftKey{name: name, running: run, boot: d.Value, source: "the kernel's default, " + d.Doc,
+		text: fmt.Sprintf("%s is %s now, but nothing persists it: the next boot gives %s (kernel default, %s)", name, run, orEmpty(d.Value), d.Doc)})
 	s.ev = append(s.ev, Ev(name, fmt.Sprintf("running %s, next boot %s (kernel default)", run, orEmpty(d.Value)), r.Source+"; "+d.Doc))
-}
-
-// deferToOthers persists, for a parameter another failing finding's fix
-// sets (mem.shm_limits restoring kernel.shmmax, mem.swappiness lowering
-// vm.swappiness), that fix's value instead of the running one: persisting a
-// value another check judges wrong would make it permanent, and both fixes
-// then agree when `dbhost fix` merges them.
-func (s *runtimeOnlyScan) deferToOthers(f *facts.Facts) {
-	want := map[string]string{}
-	who := map[string]string{}
-	for _, fd := range Run(f, Selector{Skip: []string{"sysctl.drift"}}) {
-		if fd.Status != Fail || fd.Fix == nil {
-			continue
-		}
-		for _, kv := range fd.Fix.Sysctl {
-			if _, seen := want[kv.Key]; !seen {
-				want[kv.Key], who[kv.Key] = kv.Value, fd.ID
-			}
-		}
-	}
-	for i, kv := range s.keep {
-		if v, ok := want[kv.Key]; ok && v != kv.Value {
-			s.keep[i].Value = v
-			s.lost[i] += fmt.Sprintf(" (%s judges %s wrong: the fix persists its %s instead)", who[kv.Key], kv.Value, v)
-		}
-	}
 }
 
 // evidence lists the runtime-only values and what was skipped, and why.

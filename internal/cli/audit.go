@@ -24,6 +24,7 @@ func (a *app) auditCmd() *cobra.Command {
 	fs := c.Flags()
 	var src sourceFlags
 	src.register(fs, true)
+	src.keep.register(fs)
 	format := fs.String("format", "text", "output format: "+strings.Join(report.AuditFormats.Names(), ", "))
 	verbose := fs.BoolP("verbose", "v", false, "show evidence and passed checks")
 	failOn := fs.String("fail-on", "warning", "exit 1 when a check fails at or above this severity: info, warning, critical, none")

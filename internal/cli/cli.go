@@ -89,6 +89,7 @@ type sourceFlags struct {
 	mysqlDSN  string
 	noConnect bool
 	trust     listFlag
+	keep      keepFlags // fix and audit register them (keepflags.go)
 }
 
 func (s *sourceFlags) register(fs *pflag.FlagSet, withFrom bool) {
@@ -139,21 +140,26 @@ func (s *sourceFlags) open() (*host.Host, error) {
 // gather opens the source and gathers its facts; the caller closes the
 // host after judging them. When it fails, it has said why as "dbhost CMD:".
 func (s *sourceFlags) gather(ctx context.Context, env Env, cmd string) (*facts.Facts, func() error, bool) {
-	h, err := s.open()
+	keep, err := s.keep.values() // before gathering, which takes seconds
+	var h *host.Host
+	if err == nil {
+		h, err = s.open()
+	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
 		return nil, nil, false
 	}
 	f := facts.Gather(ctx, h, s.options())
 	if env.Servers != nil && s.from == "" {
-		var keep []*facts.Instance
+		var servers []*facts.Instance
 		for _, in := range f.Instances {
 			if env.Servers(in) {
-				keep = append(keep, in)
+				servers = append(servers, in)
 			}
 		}
-		f = f.WithInstances(keep)
+		f = f.WithInstances(servers)
 	}
+	f.SysctlKeep = keep
 	return f, h.Close, true
 }
 

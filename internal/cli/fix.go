@@ -17,6 +17,7 @@ func (a *app) fixCmd() *cobra.Command {
 	fs := c.Flags()
 	var src sourceFlags
 	src.register(fs, true)
+	src.keep.register(fs)
 	out := fs.String("out", "", "directory to render the fix files into (render only; nothing on the host changes)")
 	var only, skip listFlag
 	fs.Var(&only, "only", "fix only these checks (IDs or domain prefixes)")
@@ -55,10 +56,11 @@ func (a *app) fixCmd() *cobra.Command {
 		}
 		files := fix.Render(fc, items)
 		notes = append(notes, fix.Notes(items)...)
+		notes = append(notes, fix.StepNotes(fc, items)...)
 		if n := check.UntrustedNote(hp.Observed); n != "" {
 			notes = append(notes, n)
 		}
-		written, kept, err := fix.WriteTree(*out, files, notes, fix.Sequence(fc, items))
+		written, kept, err := fix.WriteTree(*out, files, notes, fix.Lines(fix.Runbook(fc, items)))
 		if hp.Refused() {
 			printHostPlan(env.Stderr, hp)
 		}

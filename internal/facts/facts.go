@@ -43,6 +43,12 @@ type Facts struct {
 	// Notes lists what could not be gathered at all, and why.
 	Notes []string `json:"notes,omitempty"`
 
+	// SysctlKeep is the user's answer to sysctl.drift, per kernel
+	// parameter: "running" persists the running value, "file" sets the
+	// running value back to what the next boot sets (--keep-running,
+	// --keep-file). Not observed: set by the command line.
+	SysctlKeep map[string]string `json:"sysctl_keep,omitempty"`
+
 	// sysctlSeen, when set, is told each kernel parameter SysctlReading is
 	// asked for (see TrackSysctls).
 	sysctlSeen func(name string)

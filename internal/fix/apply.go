@@ -22,7 +22,7 @@ type Knob struct {
 // What the files and commands refuse (Steps says so) is no knob either.
 func Knobs(f *Fix) []Knob {
 	var out []Knob
-	for _, kv := range f.Sysctl {
+	for _, kv := range append(f.Sysctl[:len(f.Sysctl):len(f.Sysctl)], f.SysctlNow...) {
 		if sysctlKnob(kv) == nil {
 			out = append(out, Knob{Path: host.SysctlPath(kv.Key), Value: kv.Value})
 		}

@@ -16,8 +16,12 @@ func ContextFrom(f *facts.Facts) Context {
 		Instances:          map[string]InstanceInfo{},
 	}
 	for _, in := range f.Instances {
-		c.Instances[in.Name()] = InstanceInfo{Engine: string(in.Engine), ConfDir: in.IncludeDir, ConfFile: in.Profile().MainConfig(in.Instance),
+		info := InstanceInfo{Engine: string(in.Engine), ConfDir: in.IncludeDir, ConfFile: in.Profile().MainConfig(in.Instance),
 			NoConfig: len(in.ConfigFiles) == 0 && in.IncludeDir == ""}
+		if in.Unit != nil {
+			info.Unit = in.Unit.Name
+		}
+		c.Instances[in.Name()] = info
 	}
 	return c
 }

@@ -498,7 +498,7 @@ func shellEffect(args []string) []string {
 // the README.
 func checkReadme(t *testing.T, ctx Context, items []Item, files []File) {
 	t.Helper()
-	notes, seq := Notes(items), Sequence(ctx, items)
+	notes, seq := append(Notes(items), StepNotes(ctx, items)...), Lines(Runbook(ctx, items))
 	text := readmeText(files, notes, seq)
 	checkBytes(t, File{Path: "/README.txt", Content: text})
 	items_ := 0
@@ -519,7 +519,8 @@ func checkReadme(t *testing.T, ctx Context, items []Item, files []File) {
 
 var readmeHeads = []string{"Files rendered by `dbhost fix`. Nothing on the host was changed.",
 	"Each path below mirrors where the file belongs on the host; every", "setting inside names the finding it fixes. Review, then install.",
-	"No finding needs a persistent file.", "After installing the files, apply each fix now with its commands, top to bottom:",
+	"No finding needs a persistent file.", "After installing the files, apply all fixes now: run these top to bottom (one",
+	"command per setting, with the value the files keep; restarts last):",
 	"Steps no file can do:"}
 
 // TestRenderHostileStrings renders every format with strings a host user
@@ -612,8 +613,9 @@ func TestRefusedIsReported(t *testing.T) {
 	if s := Steps(f, Context{}); s != strings.Join(want, " ") {
 		t.Errorf("steps %q", s)
 	}
-	if seq := Sequence(Context{}, []Item{{ID: "t.x", Subject: "a\nb", Fix: f}}); len(seq) != 1 || strings.Count(seq[0], "\n") != 2 || !strings.HasPrefix(seq[0], `t.x (a\nb):`) {
-		t.Errorf("sequence %q", seq)
+	seq := Lines(Runbook(Context{}, []Item{{ID: "t.x", Subject: "a\nb", Fix: f}}))
+	if len(seq) != 1 || strings.Contains(seq[0], "\n") || seq[0] != `sysctl -w vm.swappiness=1  # t.x (a\nb)` {
+		t.Errorf("runbook %q", seq)
 	}
 }
 

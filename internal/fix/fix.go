@@ -11,6 +11,10 @@ type Fix struct {
 	Summary string `json:"summary"`
 	// Sysctl parameters to set.
 	Sysctl []KV `json:"sysctl,omitempty"`
+	// SysctlNow are parameters to set in the running kernel only, with
+	// nothing persisted (sysctl.drift with --keep-file puts a running value
+	// back to what the next boot sets anyway).
+	SysctlNow []KV `json:"sysctl_now,omitempty"`
 	// Udev queue attributes to set for block devices.
 	Udev []UdevAttr `json:"udev,omitempty"`
 	// Limits are pam_limits lines (for logins and non-systemd services).
@@ -118,7 +122,7 @@ type File struct {
 
 // Empty reports whether the fix proposes nothing.
 func (f *Fix) Empty() bool {
-	return f == nil || (len(f.Sysctl) == 0 && len(f.Udev) == 0 && len(f.Limits) == 0 &&
+	return f == nil || (len(f.Sysctl) == 0 && len(f.SysctlNow) == 0 && len(f.Udev) == 0 && len(f.Limits) == 0 &&
 		len(f.Dropins) == 0 && len(f.Cmdline) == 0 && len(f.Sysfs) == 0 && len(f.TunedDisk) == 0 && len(f.Config) == 0 &&
 		len(f.Mount) == 0 && len(f.Runtime) == 0 && len(f.Rlimits) == 0 && f.Manual == "" && f.Restart == nil)
 }

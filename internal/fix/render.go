@@ -53,6 +53,9 @@ type InstanceInfo struct {
 	// NoConfig: the server reads no configuration file, so no snippet
 	// can reach it.
 	NoConfig bool
+	// Unit is the systemd unit that runs the server ("" none known): what
+	// a restart its settings need restarts.
+	Unit string
 }
 
 // Item is one finding's fix, with the finding's identity for comments.
@@ -132,6 +135,8 @@ type entry struct {
 	key, value string
 	tags       []string
 	line       string
+	// restart: a database setting the server takes only at a restart.
+	restart bool
 }
 
 func collect(items []Item, get func(Item) []KV) []entry {
@@ -191,9 +196,20 @@ func appendUnique(s []string, v string) []string {
 	return append(s, v)
 }
 
+// mergedSysctl is the one value per kernel parameter that both the files
+// (sysctl.d, TuneD) and the commands to run now (Runbook) take.
+func mergedSysctl(items []Item) []entry {
+	return collect(items, func(it Item) []KV { return it.Fix.Sysctl })
+}
+
+// mergedSysfs is the one value per /sys knob, for tmpfiles.d and Runbook.
+func mergedSysfs(items []Item) []entry {
+	return collect(items, func(it Item) []KV { return it.Fix.Sysfs })
+}
+
 func (r *renderer) sysctl(items []Item) File {
 	const file = "/etc/sysctl.d/" + Name + ".conf"
-	es := r.encode(file, "sysctl", collect(items, func(it Item) []KV { return it.Fix.Sysctl }), sysctlLine)
+	es := r.encode(file, "sysctl", mergedSysctl(items), sysctlLine)
 	if len(es) == 0 {
 		return File{}
 	}
@@ -210,26 +226,39 @@ func (r *renderer) sysctl(items []Item) File {
 	return File{Path: file, Content: b.String(), Mode: 0o644}
 }
 
-func (r *renderer) udev(items []Item) File {
-	const file = "/etc/udev/rules.d/" + Name + ".rules"
-	type dev struct {
-		attrs map[string]string
-		tags  []string
-	}
-	devs := map[string]*dev{}
+// udevDev is one device's merged queue attributes and the findings that
+// want any of them.
+type udevDev struct {
+	attrs map[string]string
+	tags  []string
+	// attrTags names the findings per attribute (for Runbook).
+	attrTags map[string][]string
+}
+
+// mergedUdev is the one value per device attribute that both the udev
+// rules and Runbook take: the first finding to ask sets it.
+func mergedUdev(items []Item) map[string]*udevDev {
+	devs := map[string]*udevDev{}
 	for _, it := range items {
 		for _, u := range it.Fix.Udev {
 			d, ok := devs[u.Device]
 			if !ok {
-				d = &dev{attrs: map[string]string{}}
+				d = &udevDev{attrs: map[string]string{}, attrTags: map[string][]string{}}
 				devs[u.Device] = d
 			}
 			if _, set := d.attrs[u.Attr]; !set {
 				d.attrs[u.Attr] = u.Value
 			}
 			d.tags = appendUnique(d.tags, it.tag())
+			d.attrTags[u.Attr] = appendUnique(d.attrTags[u.Attr], it.tag())
 		}
 	}
+	return devs
+}
+
+func (r *renderer) udev(items []Item) File {
+	const file = "/etc/udev/rules.d/" + Name + ".rules"
+	devs := mergedUdev(items)
 	var rules []string
 	for _, name := range sortedKeys(devs) {
 		d := devs[name]
@@ -373,7 +402,7 @@ func (r *renderer) dropins(items []Item) []File {
 // parameter: systemd-tmpfiles writes them early at every boot.
 func (r *renderer) tmpfiles(items []Item) File {
 	const file = "/etc/tmpfiles.d/" + Name + ".conf"
-	es := r.encode(file, "sysfs", collect(items, func(it Item) []KV { return it.Fix.Sysfs }), tmpfilesLine)
+	es := r.encode(file, "sysfs", mergedSysfs(items), tmpfilesLine)
 	if len(es) == 0 {
 		return File{}
 	}
@@ -427,7 +456,7 @@ func (r *renderer) cmdline(items []Item) File {
 func (r *renderer) tuned(items []Item) File {
 	const file = "/etc/tuned/dbhost/tuned.conf"
 	ctx := r.ctx
-	sys := collect(items, func(it Item) []KV { return it.Fix.Sysctl })
+	sys := mergedSysctl(items)
 	var thp []entry
 	for _, it := range items {
 		for _, kv := range it.Fix.Sysfs {
@@ -493,28 +522,41 @@ func (r *renderer) refuseAll(in, what string, err error, groups ...[]entry) {
 
 // config writes one snippet per database instance into the directory the
 // server includes, or next to its main file with a note to include it.
-func (r *renderer) config(items []Item) []File {
-	byInst := map[string][]entry{}
-	restart := map[string]bool{}
-	engineOf := map[string]string{}
+// configMerge is the one value per instance and setting that both the
+// snippets and Runbook take: the first finding to ask sets it.
+type configMerge struct {
+	byInst   map[string][]entry
+	restart  map[string]bool // an instance has a setting that needs a restart
+	engineOf map[string]string
+}
+
+func mergedConfig(items []Item) configMerge {
+	m := configMerge{byInst: map[string][]entry{}, restart: map[string]bool{}, engineOf: map[string]string{}}
 	for _, it := range items {
 		for _, c := range it.Fix.Config {
-			es := byInst[c.Instance]
+			es := m.byInst[c.Instance]
 			found := false
 			for i := range es {
 				if es[i].key == c.Key {
 					es[i].tags = appendUnique(es[i].tags, it.tag())
+					es[i].restart = es[i].restart || c.Restart
 					found = true
 				}
 			}
 			if !found {
-				es = append(es, entry{key: c.Key, value: c.Value, tags: []string{it.tag()}})
+				es = append(es, entry{key: c.Key, value: c.Value, tags: []string{it.tag()}, restart: c.Restart})
 			}
-			byInst[c.Instance] = es
-			restart[c.Instance] = restart[c.Instance] || c.Restart
-			engineOf[c.Instance] = c.Engine
+			m.byInst[c.Instance] = es
+			m.restart[c.Instance] = m.restart[c.Instance] || c.Restart
+			m.engineOf[c.Instance] = c.Engine
 		}
 	}
+	return m
+}
+
+func (r *renderer) config(items []Item) []File {
+	m := mergedConfig(items)
+	byInst, restart, engineOf := m.byInst, m.restart, m.engineOf
 	var files []File
 	for _, inst := range sortedKeys(byInst) {
 		es := byInst[inst]

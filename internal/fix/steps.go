@@ -2,7 +2,6 @@ package fix
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/conftext"
@@ -73,7 +72,7 @@ func runtimeCommands(f *Fix, ctx Context) ([]string, []Refusal) {
 	if len(f.Dropins) > 0 {
 		add("systemctl daemon-reload")
 	}
-	for _, kv := range f.Sysctl {
+	for _, kv := range append(f.Sysctl[:len(f.Sysctl):len(f.Sysctl)], f.SysctlNow...) {
 		if err := sysctlKnob(kv); err != nil {
 			refuse(kvWhat("sysctl", kv), err)
 			continue
@@ -118,7 +117,11 @@ func runtimeCommands(f *Fix, ctx Context) ([]string, []Refusal) {
 // restart it needs, if any, with its warning, and what replaces the
 // systemctl steps where PID 1 is not systemd. It is "" when nothing is
 // left to say.
-func Steps(f *Fix, ctx Context) string {
+func Steps(f *Fix, ctx Context) string { return stepsText(f, ctx, true) }
+
+// stepsText is Steps, with the restart paragraph only when withRestart
+// (the runbook lists restarts as its last steps instead).
+func stepsText(f *Fix, ctx Context, withRestart bool) string {
 	var out []string
 	list, refused := runtimeCommands(f, ctx)
 	cmds := len(list) > 0
@@ -143,7 +146,7 @@ func Steps(f *Fix, ctx Context) string {
 		out = append(out, inst+" reads no configuration file, so dbhost writes no snippet for it: set these options where the server is started (its command line), or start it with a configuration file.")
 	}
 	out = append(out, refusalSentences(append(Refused(ctx, []Item{{Fix: f}}), refused...))...)
-	if r := f.Restart; r != nil {
+	if r := f.Restart; r != nil && withRestart {
 		how := "restart it the way it is started"
 		if r.Unit != "" && ctx.Systemd {
 			how = "systemctl restart " + r.Unit
@@ -210,28 +213,4 @@ func Complete(f *Fix, ctx Context, id, subject string) *Fix {
 	}
 	fx.Files = Render(ctx, []Item{{ID: id, Subject: subject, Fix: &fx}})
 	return &fx
-}
-
-// Sequence lists, per finding, the commands to run after installing the
-// files and what else applying it takes, for the README of `dbhost fix`.
-func Sequence(ctx Context, items []Item) []string {
-	var out []string
-	for _, it := range items {
-		cmds := RuntimeCommands(it.Fix, ctx)
-		s := Steps(it.Fix, ctx)
-		if len(cmds) == 0 && s == "" {
-			continue
-		}
-		var b strings.Builder
-		b.WriteString(comment(it.tag()) + ":")
-		for _, c := range cmds {
-			b.WriteString("\n      " + c)
-		}
-		if s != "" {
-			b.WriteString("\n      # " + comment(s))
-		}
-		out = append(out, b.String())
-	}
-	sort.Strings(out)
-	return out
 }

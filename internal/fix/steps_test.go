@@ -141,3 +141,44 @@ func TestRenderLimitsLargestNeed(t *testing.T) {
 		}
 	}
 }
+
+// TestRunbookOrder: two findings want different pools; the runbook sets
+// the pool once, to the value sysctl.d keeps, before other memory values
+// and the rest; a value with blanks is one quoted word; reloads come
+// first, process limits and database settings after the kernel, restarts
+// last and marked, one per unit; nothing follows check IDs.
+func TestRunbookOrder(t *testing.T) {
+	ctx := Context{Systemd: true, Instances: map[string]InstanceInfo{"redis:6379": {Engine: "redis", ConfFile: "/etc/redis/redis.conf", Unit: "redis-server.service"}}}
+	items := []Item{
+		{ID: "a.restart", Subject: "postgres:5432", Fix: &Fix{Dropins: []Dropin{{Unit: "postgresql.service", Section: "Service", Key: "LimitNOFILE", Value: "4096"}},
+			Restart: &Restart{Unit: "postgresql.service", Why: "PostgreSQL probes the limit at start"}}},
+		{ID: "b.pool", Subject: "postgres:5432", Fix: &Fix{Sysctl: []KV{{"vm.nr_hugepages", "92"}}}},
+		{ID: "c.pool", Subject: "postgres:5433", Fix: &Fix{Sysctl: []KV{{"vm.nr_hugepages", "73"}, {"kernel.sem", "32000 1024000000 500 32000"}}}},
+		{ID: "d.limit", Fix: &Fix{Rlimits: []Rlimit{{PID: 42, Item: "nofile", Soft: 1024, Hard: 4096}}, Runtime: []string{"prlimit --pid 42 --nofile=1024:4096"}}},
+		{ID: "e.limit", Fix: &Fix{Rlimits: []Rlimit{{PID: 42, Item: "nofile", Soft: 8192, Hard: 8192}}, Runtime: []string{"prlimit --pid 42 --nofile=8192:8192"}}},
+		{ID: "f.redis", Subject: "redis:6379", Fix: &Fix{Config: []ConfigChange{{Instance: "redis:6379", Engine: "redis", Key: "maxmemory", Value: "150mb"}},
+			Runtime: []string{"redis-cli -p 6379 CONFIG SET maxmemory 150mb"}}},
+		{ID: "g.redis", Subject: "redis:6379", Fix: &Fix{Config: []ConfigChange{{Instance: "redis:6379", Engine: "redis", Key: "maxmemory", Value: "1mb"}},
+			Runtime: []string{"redis-cli -p 6379 CONFIG SET maxmemory 1mb"}}},
+		{ID: "h.swap", Fix: &Fix{Sysctl: []KV{{"vm.swappiness", "1"}}}},
+		{ID: "i.bind", Subject: "redis:6379", Fix: &Fix{Config: []ConfigChange{{Instance: "redis:6379", Engine: "redis", Key: "bind", Value: "127.0.0.1", Restart: true}}}},
+	}
+	want := []string{
+		"systemctl daemon-reload  # a.restart (postgres:5432)",
+		"sysctl -w vm.nr_hugepages=92  # b.pool (postgres:5432), c.pool (postgres:5433)",
+		"sysctl -w vm.swappiness=1  # h.swap",
+		"sysctl -w 'kernel.sem=32000 1024000000 500 32000'  # c.pool (postgres:5433)",
+		"prlimit --pid 42 --nofile=8192:8192  # d.limit, e.limit",
+		"redis-cli -p 6379 CONFIG SET maxmemory 150mb  # f.redis (redis:6379)",
+		"RESTART (interrupts every connection): systemctl restart postgresql.service  # PostgreSQL probes the limit at start; a.restart (postgres:5432)",
+		"RESTART (interrupts every connection): systemctl restart redis-server.service  # the server reads bind only when it starts; i.bind (redis:6379)",
+	}
+	if got := Lines(Runbook(ctx, items)); !reflect.DeepEqual(got, want) {
+		t.Errorf("runbook:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Without systemd: no systemctl, the restart said in words.
+	got := Lines(Runbook(Context{}, items[:1]))
+	if len(got) != 1 || !strings.HasPrefix(got[0], "RESTART (interrupts every connection): restart postgresql.service the way it is started (PID 1 is not systemd") {
+		t.Errorf("no systemd: %q", got)
+	}
+}

@@ -173,7 +173,8 @@ func readmeText(files []File, notes, sequence []string) string {
 		fmt.Fprintf(&b, "  %s\n", comment(f.Path))
 	}
 	if len(sequence) > 0 {
-		b.WriteString("\nAfter installing the files, apply each fix now with its commands, top to bottom:\n")
+		b.WriteString("\nAfter installing the files, apply all fixes now: run these top to bottom (one\n")
+		b.WriteString("command per setting, with the value the files keep; restarts last):\n")
 		for _, s := range sequence {
 			fmt.Fprintf(&b, "  - %s\n", s)
 		}

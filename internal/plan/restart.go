@@ -21,11 +21,8 @@ func (m *model) restarts() {
 			continue
 		}
 		m.releaseHuge(in)
-		switch in.Engine {
-		case engine.Postgres:
-			m.restartPostgres(in)
-		case engine.MySQL:
-			m.restartMySQL(in)
+		if remap, ok := remapAtStart[in.Engine]; ok {
+			remap(m, in)
 		}
 		if in.Unit != nil && !in.Unit.Masked {
 			m.unitAtStart(in)
@@ -33,6 +30,13 @@ func (m *model) restarts() {
 			m.loginAtStart(in)
 		}
 	}
+}
+
+// remapAtStart maps a restarted server's memory again, for the engines whose
+// shared memory or buffer pool the memory checks read from its mappings.
+var remapAtStart = map[engine.Engine]func(*model, *facts.Instance){
+	engine.Postgres: (*model).restartPostgres,
+	engine.MySQL:    (*model).restartMySQL,
 }
 
 // releaseHuge returns the huge pages a stopped server held: the pages it
@@ -356,5 +360,3 @@ func limitValue(v string) uint64 {
 	}
 	return n
 }
-
-
