@@ -29,6 +29,12 @@ type Options struct {
 	// AllowRestart lets apply restart, through its systemd unit, a server
 	// whose changed settings take effect only at a restart.
 	AllowRestart bool
+	// Systemctl lists where the restart's systemctl is looked for, first
+	// trusted one wins (empty: /usr/bin/systemctl, /bin/systemctl). Code
+	// sets it (a test's stand-in), never a flag or the environment: root
+	// must not run a binary others chose. The binary must still be one only
+	// root can change.
+	Systemctl []string
 	// hook runs after each step ("recorded PATH": the journal holds a
 	// file's undo, "wrote PATH", "set PATH": a kernel value written); tests
 	// kill the process there.
@@ -230,7 +236,7 @@ func Apply(p *Plan, opts Options) (*ChangeSet, error) {
 	}
 	// A restart is not undone by a rollback: it comes after the change
 	// set is complete, and its failure is reported, not rolled back.
-	cs.Restarts = restarts(p.Settings, opts.AllowRestart)
+	cs.Restarts = restarts(p.Settings, opts.AllowRestart, opts.Systemctl)
 	if err := saveMeta(dir, cs); err != nil {
 		return cs, err
 	}

@@ -385,3 +385,12 @@ func TestKilledApplyIsRecovered(t *testing.T) {
 		t.Fatalf("recovered set is %s by %q", h[0].Status, h[0].RolledBackBy)
 	}
 }
+
+// TestSystemctlByAbsolutePathOnly: the systemctl a restart runs is named
+// by absolute path (Options.Systemctl, set by code); a bare name, which
+// PATH would resolve, is never run. Catches a lookup through PATH.
+func TestSystemctlByAbsolutePathOnly(t *testing.T) {
+	if _, err := findSystemctl([]string{"systemctl", "bin/systemctl"}); err == nil {
+		t.Fatal("a relative systemctl was accepted")
+	}
+}

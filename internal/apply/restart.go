@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -17,14 +18,15 @@ import (
 var restartLimit = 5 * time.Minute
 
 // systemctlPaths are where systemctl is run from (by absolute path, only
-// when root alone can change it).
+// when root alone can change it) unless Options.Systemctl says otherwise.
 var systemctlPaths = []string{"/usr/bin/systemctl", "/bin/systemctl"}
 
 // restarts says, per server whose changed settings wait for a restart,
 // what happened: listed only, or (allowed) restarted through the systemd
 // unit it runs under and its settings read back. A server that runs under
 // no unit is never restarted: dbhost does not know how it was started.
-func restarts(settings []SettingPlan, allowed bool) []string {
+// systemctl lists where systemctl is looked for (nil: systemctlPaths).
+func restarts(settings []SettingPlan, allowed bool, systemctl []string) []string {
 	keys := map[ServerRef][]SettingPlan{}
 	for _, s := range settings {
 		if s.Restart && (!s.Unchanged || !s.SavedByServer) {
@@ -53,7 +55,7 @@ func restarts(settings []SettingPlan, allowed bool) []string {
 		case r.Unit == "":
 			out = append(out, what+": not restarted: it runs under no systemd unit, so dbhost does not know how it was started; restart it yourself")
 		default:
-			if err := restart(r, keys[r]); err != nil {
+			if err := restart(r, keys[r], systemctl); err != nil {
 				out = append(out, what+": "+err.Error())
 				continue
 			}
@@ -63,15 +65,22 @@ func restarts(settings []SettingPlan, allowed bool) []string {
 	return out
 }
 
-// systemctl returns the first trusted systemctl of systemctlPaths.
-func systemctl() (string, error) {
+// findSystemctl returns the first trusted systemctl of paths (nil:
+// systemctlPaths).
+func findSystemctl(paths []string) (string, error) {
+	if len(paths) == 0 {
+		paths = systemctlPaths
+	}
 	h, err := host.Open("/")
 	if err != nil {
 		return "", err
 	}
 	defer h.Close()
-	err = fmt.Errorf("no systemctl in %s", strings.Join(systemctlPaths, ", "))
-	for _, p := range systemctlPaths {
+	err = fmt.Errorf("no systemctl in %s", strings.Join(paths, ", "))
+	for _, p := range paths {
+		if !filepath.IsAbs(p) {
+			continue // run by absolute path only, never looked up in PATH
+		}
 		if _, e := os.Lstat(p); e != nil {
 			continue
 		}
@@ -92,8 +101,8 @@ func firstLine(s string) string {
 
 // restart runs systemctl restart UNIT (a root-owned binary, no shell) and
 // waits until the server answers with the saved values in effect.
-func restart(r ServerRef, keys []SettingPlan) error {
-	bin, err := systemctl()
+func restart(r ServerRef, keys []SettingPlan, systemctl []string) error {
+	bin, err := findSystemctl(systemctl)
 	if err != nil {
 		return fmt.Errorf("not restarted: %v", err)
 	}

@@ -193,13 +193,13 @@ func TestRestartsListed(t *testing.T) {
 		{Server: bare, Key: "huge_pages", Restart: true, SavedByServer: true},
 		{Server: bare, Key: "max_connections", Restart: true, Unchanged: true, SavedByServer: true},
 	}
-	got := strings.Join(restarts(settings, false), "\n")
+	got := strings.Join(restarts(settings, false, nil), "\n")
 	want := "postgres:5432 needs a restart for shared_buffers: not restarted (give --allow-restart, or systemctl restart postgresql@15-main.service)\n" +
 		"postgres:5433 needs a restart for huge_pages: not restarted (give --allow-restart, or restart it yourself)"
 	if got != want {
 		t.Errorf("restarts without --allow-restart:\n%s\nwant:\n%s", got, want)
 	}
-	got = strings.Join(restarts(settings[2:], true), "\n")
+	got = strings.Join(restarts(settings[2:], true, nil), "\n")
 	if !strings.Contains(got, "postgres:5433 needs a restart for huge_pages: not restarted: it runs under no systemd unit") {
 		t.Errorf("restarts of a server without unit: %s", got)
 	}
@@ -405,16 +405,13 @@ func TestLivePGAllowRestart(t *testing.T) {
 	if err := os.WriteFile(stand, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	old := systemctlPaths
-	t.Cleanup(func() { systemctlPaths = old })
-	systemctlPaths = []string{stand}
 
 	_, in := liveInstance(t, engine.Postgres, s.Port)
 	ref := ServerRef{Engine: string(engine.Postgres), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID,
 		Unit: "dbhost-test-pg.service"}
 	sp := SettingPlan{Server: ref, Key: "max_prepared_transactions", Old: "0", New: "7", Restart: true, SavedByServer: true}
 	applyPending(t, sp)
-	got := restarts([]SettingPlan{sp}, true)
+	got := restarts([]SettingPlan{sp}, true, []string{stand})
 	if len(got) != 1 || !strings.HasSuffix(got[0], "restarted through dbhost-test-pg.service; it runs with the new values") {
 		t.Fatalf("restarts: %q", got)
 	}
@@ -426,7 +423,7 @@ func TestLivePGAllowRestart(t *testing.T) {
 	}
 
 	os.Chmod(stand, 0o757)
-	got = restarts([]SettingPlan{sp}, true)
+	got = restarts([]SettingPlan{sp}, true, []string{stand})
 	if len(got) != 1 || !strings.Contains(got[0], "not restarted") || !strings.Contains(got[0], "writable by group or others") {
 		t.Fatalf("restarts with an untrusted systemctl: %q", got)
 	}

@@ -35,6 +35,17 @@ type Env struct {
 	Stdout, Stderr io.Writer
 	// Stdin is unused today; kept so tests can drive prompts later.
 	Stdin io.Reader
+	// Systemctl, when set, lists where `fix --apply --allow-restart` looks
+	// for systemctl instead of /usr/bin and /bin (apply.Options.Systemctl).
+	// Only code sets it (a test's stand-in): no flag or environment
+	// variable does, since root must not run a binary others chose, and
+	// the binary must still be one only root can change.
+	Systemctl []string
+	// Servers, when set, keeps the database servers a command sees on a
+	// live host (nil: all it finds). Only code sets it: a test on a shared
+	// machine plans for its private servers alone; the machine's own
+	// servers, left out, count as the host's other processes.
+	Servers func(*facts.Instance) bool
 }
 
 // Main runs dbhost with os.Args-style arguments and returns the exit status.
@@ -140,6 +151,15 @@ func (s *sourceFlags) gather(ctx context.Context, env Env, cmd string) (*facts.F
 		return nil, nil, false
 	}
 	f := facts.Gather(ctx, h, s.options())
+	if env.Servers != nil && s.from == "" {
+		var servers []*facts.Instance
+		for _, in := range f.Instances {
+			if env.Servers(in) {
+				servers = append(servers, in)
+			}
+		}
+		f = f.WithInstances(servers)
+	}
 	f.SysctlKeep = keep
 	if err := s.budget.apply(f, s.root, s.from == "", true); err != nil {
 		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)

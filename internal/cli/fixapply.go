@@ -151,7 +151,7 @@ func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, 
 		}
 	}
 	printPlan(env.Stdout, p)
-	cs, err := apply.Apply(p, apply.Options{StateDir: state, AllowRestart: a.allowRestart, Reaudit: func() []check.Finding {
+	cs, err := apply.Apply(p, apply.Options{StateDir: state, AllowRestart: a.allowRestart, Systemctl: env.Systemctl, Reaudit: func() []check.Finding {
 		f, closeHost, ok := src.gather(ctx, env, "fix")
 		if !ok {
 			return nil

@@ -61,6 +61,11 @@ type Options struct {
 	// Settings are extra server settings (PostgreSQL -c name=value,
 	// MariaDB --name=value, Redis config lines).
 	Settings map[string]string
+	// ConfSettings (PostgreSQL only) are written to postgresql.conf, where
+	// ALTER SYSTEM can change them, instead of on the command line, which
+	// wins over it; a default the command line sets (shared_buffers,
+	// max_connections) is left off it when named here.
+	ConfSettings map[string]string
 	// Nofile, when non-zero, starts the server under `prlimit --nofile=N`.
 	Nofile int
 	// Nproc, when set, starts the server under `prlimit --nproc=Nproc`
@@ -265,15 +270,17 @@ func Postgres(t testing.TB, o Options) *Server {
 	s := &Server{Engine: "postgres", Dir: dir, DataDir: filepath.Join(dir, "data"), Socket: dir,
 		Port: FreePort(t), User: "postgres", logFile: filepath.Join(dir, "server.log")}
 	run(t, uid, gid, filepath.Join(bin, "initdb"), "-D", s.DataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync", "--no-instructions")
-	args := []string{"-D", s.DataDir, "-p", strconv.Itoa(s.Port), "-k", dir,
-		"-c", "listen_addresses=127.0.0.1", "-c", "shared_buffers=32MB", "-c", "max_connections=20",
-		"-c", "fsync=off", "-c", "logging_collector=off"}
-	keys := make([]string, 0, len(o.Settings))
-	for k := range o.Settings {
-		keys = append(keys, k)
+	if len(o.ConfSettings) > 0 {
+		appendConf(t, filepath.Join(s.DataDir, "postgresql.conf"), o.ConfSettings)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	args := []string{"-D", s.DataDir, "-p", strconv.Itoa(s.Port), "-k", dir}
+	for _, kv := range [][2]string{{"listen_addresses", "127.0.0.1"}, {"shared_buffers", "32MB"}, {"max_connections", "20"},
+		{"fsync", "off"}, {"logging_collector", "off"}} {
+		if _, inConf := o.ConfSettings[kv[0]]; !inConf {
+			args = append(args, "-c", kv[0]+"="+kv[1])
+		}
+	}
+	for _, k := range sortedKeys(o.Settings) {
 		args = append(args, "-c", k+"="+o.Settings[k])
 	}
 	name, args := wrap(o, filepath.Join(bin, "postgres"), args...)
@@ -281,6 +288,31 @@ func Postgres(t testing.TB, o Options) *Server {
 	sock := filepath.Join(dir, fmt.Sprintf(".s.PGSQL.%d", s.Port))
 	waitFor(t, s, "socket "+sock, func() bool { return dial("unix", sock) && pgReady(s.DataDir) })
 	return s
+}
+
+// appendConf adds name = 'value' lines to a PostgreSQL configuration
+// file (the last line of a name wins).
+func appendConf(t testing.TB, file string, settings map[string]string) {
+	t.Helper()
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, k := range sortedKeys(settings) {
+		if _, err := fmt.Fprintf(f, "%s = '%s'\n", k, strings.ReplaceAll(settings[k], "'", "''")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // pgReady reads postmaster.pid's status line ("ready" once it accepts).
