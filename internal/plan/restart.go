@@ -145,11 +145,35 @@ func (m *model) pgShmemSize(in *facts.Instance) (uint64, bool) {
 	}
 	size := today - sbOld + sbNew
 	nOld, nNew := sbOld/block, sbNew/block
+	// Areas PostgreSQL sizes from shared_buffers: the WAL buffers when
+	// wal_buffers is automatic, and the commit log's buffers.
+	grow := int64(walBuffers(in, sbNew)) - int64(walBuffers(obs, sbOld)) +
+		int64(clogBuffers(nNew)*block) - int64(clogBuffers(nOld)*block)
 	if nNew >= nOld {
-		return size + (nNew-nOld)*perBufferShmem, true
+		grow += int64((nNew - nOld) * perBufferShmem)
+	} else {
+		grow -= int64((nOld - nNew) * perBufferShmem)
 	}
-	return size - min((nOld-nNew)*perBufferShmem, size-sbNew), true
+	if grow < 0 && uint64(-grow) > size-sbNew {
+		return sbNew, true
+	}
+	return uint64(int64(size) + grow), true
 }
+
+// walBuffers is the WAL buffer size PostgreSQL picks for a shared_buffers
+// when wal_buffers is automatic (-1): 1/32 of it, between 64 kB and one WAL
+// segment (16 MB). A value a file or the command line sets stays as is
+// (0 here: it does not change with shared_buffers).
+func walBuffers(in *facts.Instance, sb uint64) uint64 {
+	if st, ok := in.Settings["wal_buffers"]; ok && (strings.HasPrefix(st.Source, "file:") || st.Source == "cmdline") && strings.TrimSpace(st.Value) != "-1" {
+		return 0
+	}
+	return min(max(sb/32, 64<<10), 16<<20)
+}
+
+// clogBuffers is the number of commit log buffers for n shared buffers
+// (PostgreSQL 15: between 4 and 128, one per 512 buffers).
+func clogBuffers(n uint64) uint64 { return min(128, max(4, n/512)) }
 
 // pgShmemToday is the size of the postmaster's shared memory today:
 // shared_memory_size where the server reports it, else its main mapping.
