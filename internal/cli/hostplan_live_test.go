@@ -41,7 +41,7 @@ import (
 // redis.maxmemory) and the budget they share (mem.db_budget). The
 // overcommit checks are left out: strict overcommit on a machine other jobs
 // use is not this test's to try.
-var hostPlanChecks = []string{"mem.hugepages.postgres", "pg.shared_buffers", "redis.maxmemory", "mem.db_budget"}
+var hostPlanChecks = []string{"mem.hugepages.postgres", "pg.shared_buffers", "pg.work_mem", "redis.maxmemory", "mem.db_budget"}
 
 // Shares of the host budget (--budget), small enough for any VM the suite
 // runs on and large enough that the plan grows shared_buffers beyond the
