@@ -127,6 +127,7 @@ func Make(f *facts.Facts, sel check.Selector) *HostPlan {
 	p.Items, p.Conflicts = res.kept, res.conflicts
 	p.Findings = findingsFor(p.Observed, p.Planned, res.kept)
 	p.judge(res.kept)
+	p.Notes = shownNotes(p.Notes)
 	for _, n := range p.Notes {
 		// The model says so when a server it restarts could not start
 		// (huge_pages=on beside too small a pool): no check can see a
@@ -247,6 +248,9 @@ func (p *HostPlan) judge(kept []fix.Item) {
 			// pool short of a server it changes is not applied.
 			p.Refusals = append(p.Refusals, Refusal{ID: fd.ID, Subject: fd.Subject, Was: was.Status, Why: fd.Reason})
 		case ok && !modelled(fx, p.notesOn(fix.Item{ID: fd.ID, Subject: fd.Subject})):
+			if len(settingsOf(fx)) == 0 {
+				continue // a step left to a person: the fix says so itself
+			}
 			p.Unsettled = append(p.Unsettled, fmt.Sprintf("%s %s: passes only after %s", fd.ID, subjectText(fd.Subject), unmodelledPart(fx)))
 		case ok:
 			p.Refusals = append(p.Refusals, Refusal{ID: fd.ID, Subject: fd.Subject, Was: was.Status, Why: fd.Reason})
@@ -383,6 +387,18 @@ func mergeBy[T any](old, nw []T, k func(T) string) []T {
 		}
 		at[k(n)] = len(out)
 		out = append(out, n)
+	}
+	return out
+}
+
+// shownNotes leaves out the model's notes on manual steps: each fix shows
+// its own steps, and the notes served only to tell what cannot pass yet.
+func shownNotes(notes []string) []string {
+	var out []string
+	for _, n := range notes {
+		if !strings.Contains(n, "manual step not modelled") {
+			out = append(out, n)
+		}
 	}
 	return out
 }
