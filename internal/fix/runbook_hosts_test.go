@@ -39,7 +39,7 @@ const (
 // unquoted values, and a runbook that merges differently from Render.
 func TestRunbookRecordedHosts(t *testing.T) {
 	failed := map[string][]string{}
-	hosts := recordedHosts(t)
+	hosts := fixture.Names(t)
 	for _, name := range hosts {
 		f := fixture.Facts(t, name)
 		var items []fix.Item

@@ -3,7 +3,6 @@ package plan_test
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -14,20 +13,6 @@ import (
 	"github.com/dbhost/dbhost/internal/fixture"
 	"github.com/dbhost/dbhost/internal/plan"
 )
-
-// recordedHosts lists every recorded host.
-func recordedHosts(t *testing.T) []string {
-	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(fixture.Dir(), "*.tar.gz"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no recorded hosts in %s: %v", fixture.Dir(), err)
-	}
-	var out []string
-	for _, p := range paths {
-		out = append(out, strings.TrimSuffix(filepath.Base(p), ".tar.gz"))
-	}
-	return out
-}
 
 // allowance says why a check's finding cannot pass on the model by its own
 // fix, and when that applies (after: the finding on the model).
@@ -106,7 +91,7 @@ func manualOnly(fx *fix.Fix) bool {
 // puts it where the check does not read it.
 func TestEachFixPassesOnTheModel(t *testing.T) {
 	passed, allowed := 0, map[string]int{}
-	for _, name := range recordedHosts(t) {
+	for _, name := range fixture.Names(t) {
 		f := fixture.Facts(t, name)
 		for _, fd := range check.Run(f, check.Selector{}) {
 			if fd.Status != check.Fail || fd.Fix == nil || fd.Untrusted {
@@ -160,7 +145,7 @@ func judged(g *facts.Facts, id, subject string) (check.Finding, bool) {
 // checks that the observed facts are unchanged: the model must work on a
 // copy, or judging the planned host would rewrite the observed one.
 func TestModelLeavesItsInputAlone(t *testing.T) {
-	for _, name := range recordedHosts(t) {
+	for _, name := range fixture.Names(t) {
 		f := fixture.Facts(t, name)
 		before, _ := json.Marshal(f)
 		items := failingItems(f)

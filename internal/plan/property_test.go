@@ -281,7 +281,7 @@ func recordedHosts(t *testing.T) []string {
 // it is refused, naming the checks. It logs the same measures for the
 // fixes merged without a plan.
 func TestPlanBreaksNoRecordedHost(t *testing.T) {
-	hosts := recordedHosts(t)
+	hosts := fixture.Names(t)
 	before, after := map[string][]string{}, map[string][]string{}
 	var refused []string
 	for _, name := range hosts {
