@@ -3,8 +3,10 @@ package apply
 // Database settings: a finding's fix.Config changes applied to the running
 // server the audit discovered, through its engine's live connection
 // (engine.SettingsConn: PostgreSQL ALTER SYSTEM and a reload, MySQL SET
-// GLOBAL), journaled with the state they replace so that rollback and
-// recovery put it back.
+// GLOBAL, Redis CONFIG SET), journaled with the state they replace so
+// that rollback and recovery put it back. A server that does not keep a change itself is
+// planned only when the option file written into a directory it includes
+// keeps it; Redis includes none, so its settings are left to a person.
 
 import (
 	"context"

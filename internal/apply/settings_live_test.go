@@ -494,3 +494,58 @@ func TestLivePGQuoting(t *testing.T) {
 		t.Fatalf("%s after restore:\n%s", postgres.AutoConf, after)
 	}
 }
+
+// TestLiveRedisConfigSet: CONFIG SET of maxmemory through the Redis
+// settings connection, seen applied although Redis shows bytes, and the
+// journal's undo (which finds the server again without a live read, as a
+// later rollback does) puts the old value back. A plan does not change it:
+// Redis includes no directory dbhost writes option files into, so a
+// CONFIG SET would be lost at the next restart, and the plan says so.
+func TestLiveRedisConfigSet(t *testing.T) {
+	testdb.Need(t, "root", os.Geteuid() == 0)
+	s := testdb.Redis(t, testdb.Options{Settings: map[string]string{"maxmemory": "64mb"}})
+	h, in := liveInstance(t, engine.Redis, s.Port)
+	ctx := context.Background()
+	srv, err := engine.OpenSettings(ctx, h, in.Instance, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cur, err := srv.Get(ctx, "maxmemory")
+	if err != nil || cur.Value != "67108864" {
+		t.Fatalf("maxmemory %q, %v", cur.Value, err)
+	}
+	ref := ServerRef{Engine: string(engine.Redis), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID, Start: startTime(h, in.PID)}
+	sp := SettingPlan{Server: ref, Key: "maxmemory", Old: cur.Value, New: "1957mb"}
+	if err := srv.Change(ctx, sp.Key, sp.New, false); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := srv.Applied(ctx, sp.Key, sp.New, false); !ok || err != nil {
+		t.Fatalf("applied = %v, %v", ok, err)
+	}
+	if now, _ := srv.Get(ctx, "maxmemory"); now.Value != "2052063232" {
+		t.Fatalf("maxmemory is %s after CONFIG SET 1957mb", now.Value)
+	}
+	b, _ := json.Marshal(settingUndo{Server: ref, Key: sp.Key, Old: sp.Old})
+	if err := undoSetting(b); err != nil {
+		t.Fatal(err)
+	}
+	if now, _ := srv.Get(ctx, "maxmemory"); now.Value != cur.Value {
+		t.Fatalf("maxmemory is %s after the undo, was %s", now.Value, cur.Value)
+	}
+
+	f := liveFacts(t)
+	fd := check.Finding{ID: "redis.test", Subject: in.Name(), Status: check.Fail,
+		Fix: &fix.Fix{Config: []fix.ConfigChange{{Instance: in.Name(), Engine: string(engine.Redis), Key: "maxmemory", Value: "1957mb"}}}}
+	p, err := BuildWith("/", fix.ContextFrom(f), []check.Finding{fd}, &Servers{Instances: f.Instances})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Settings) != 0 || len(p.Files) != 0 {
+		t.Fatalf("plan: settings %+v files %v", p.Settings, paths(p))
+	}
+	notApplied := strings.Join(p.NotApplied, "\n")
+	if !strings.Contains(notApplied, "database setting maxmemory = 1957mb on "+in.Name()+" not applied: the server includes no directory of option files") {
+		t.Errorf("not applied:\n%s", notApplied)
+	}
+}

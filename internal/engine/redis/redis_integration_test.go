@@ -259,3 +259,128 @@ func TestRedisPersistenceJudged(t *testing.T) {
 		t.Errorf("after the fix: %s %s", r.Status, r.Reason)
 	}
 }
+
+// discovered describes the private server as discovery does, with its
+// trust judged.
+func discovered(t *testing.T, s *testdb.Server, opts engine.Options) (*host.Host, *engine.Instance) {
+	t.Helper()
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	tbl, err := engine.ReadTable(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 3 * time.Second
+	}
+	insts, _ := engine.Discover(context.Background(), h, tbl, opts)
+	for _, in := range insts {
+		if in.PID == s.PID {
+			return h, in
+		}
+	}
+	t.Fatalf("the private Redis (pid %d) was not discovered", s.PID)
+	return nil, nil
+}
+
+func cli(t *testing.T, s *testdb.Server, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("redis-cli", append([]string{"-s", s.Socket}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestRedisSettingsLive: maxmemory read, changed to a size with a unit,
+// seen applied although Redis shows it in bytes, and put back; a setting
+// CONFIG SET cannot change is refused with the server's message; the
+// connection is the live read's (the discovery without a live read finds
+// the same server for a rollback).
+func TestRedisSettingsLive(t *testing.T) {
+	testdb.Need(t, "root", os.Geteuid() == 0)
+	_, err := exec.LookPath("redis-cli")
+	testdb.Need(t, "redis-cli (apt-get install redis-tools)", err == nil)
+	s := testdb.Redis(t, testdb.Options{Settings: map[string]string{"maxmemory": "64mb"}})
+	ctx := context.Background()
+	for _, opts := range []engine.Options{{}, {NoConnect: true}} {
+		h, in := discovered(t, s, opts)
+		if !in.Trusted() {
+			t.Fatalf("the private server is not trusted: %s", in.Trust.Why)
+		}
+		if !engine.ChangesSettings(in) {
+			t.Fatal("redis settings are not changed")
+		}
+		srv, err := engine.OpenSettings(ctx, h, in, engine.Options{Timeout: 3 * time.Second})
+		if err != nil {
+			t.Fatalf("no-connect %v: %v", opts.NoConnect, err)
+		}
+		before, err := srv.Get(ctx, "maxmemory")
+		if err != nil || before.Value != "67108864" || before.Saved != nil || before.Restart {
+			t.Fatalf("get: %+v %v", before, err)
+		}
+		if srv.SavesItself() || !strings.Contains(srv.Method(false), "CONFIG SET") {
+			t.Errorf("saves itself %v, method %q", srv.SavesItself(), srv.Method(false))
+		}
+		if srv.Unchanged(before, "1957mb", false) || !srv.Unchanged(before, "64MB", false) || srv.Unchanged(before, "64m", false) {
+			t.Error("Unchanged does not compare sizes as Redis reads them")
+		}
+		if ok, _, err := srv.Applied(ctx, "maxmemory", "1957mb", false); ok || err != nil {
+			t.Fatalf("applied before the change: %v %v", ok, err)
+		}
+		if err := srv.Change(ctx, "maxmemory", "1957mb", false); err != nil {
+			t.Fatal(err)
+		}
+		if got := cli(t, s, "CONFIG", "GET", "maxmemory"); !strings.HasSuffix(got, "2052063232") {
+			t.Fatalf("after the change the server says %q", got)
+		}
+		if ok, pending, err := srv.Applied(ctx, "maxmemory", "1957mb", false); !ok || pending || err != nil {
+			t.Fatalf("applied: %v %v %v", ok, pending, err)
+		}
+		if err := srv.Restore(ctx, "maxmemory", before, false); err != nil {
+			t.Fatal(err)
+		}
+		if got := cli(t, s, "CONFIG", "GET", "maxmemory"); !strings.HasSuffix(got, "67108864") {
+			t.Fatalf("after the restore the server says %q", got)
+		}
+		err = srv.Change(ctx, "daemonize", "yes", false)
+		if err == nil || !strings.Contains(err.Error(), "refused by the server") {
+			t.Errorf("immutable setting: %v", err)
+		}
+		if _, err := srv.Get(ctx, "no-such-setting"); err == nil {
+			t.Error("an unknown setting was read")
+		}
+		if err := srv.Change(ctx, "maxmemory", "1mb flushall", false); err == nil {
+			t.Error("a value with a space was sent")
+		}
+		srv.Close()
+	}
+	// The server's files were not touched: CONFIG SET is not kept.
+	if b, err := os.ReadFile(s.Conf); err != nil || !strings.Contains(string(b), "maxmemory 64mb") {
+		t.Errorf("redis.conf: %v\n%s", err, b)
+	}
+}
+
+// TestRedisSettingsPassword: a server with requirepass is sent no
+// password, and its settings are not opened; nothing is changed.
+func TestRedisSettingsPassword(t *testing.T) {
+	testdb.Need(t, "root", os.Geteuid() == 0)
+	_, err := exec.LookPath("redis-cli")
+	testdb.Need(t, "redis-cli (apt-get install redis-tools)", err == nil)
+	s := testdb.Redis(t, testdb.Options{Settings: map[string]string{"requirepass": "integration-secret", "maxmemory": "64mb"}})
+	h, in := discovered(t, s, engine.Options{})
+	if !in.Trusted() {
+		t.Fatalf("the private server is not trusted: %s", in.Trust.Why)
+	}
+	_, err = engine.OpenSettings(context.Background(), h, in, engine.Options{Timeout: 3 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "requires authentication") || strings.Contains(err.Error(), "integration-secret") {
+		t.Fatalf("requirepass: %v", err)
+	}
+	out, _ := exec.Command("redis-cli", "-s", s.Socket, "--no-auth-warning", "-a", "integration-secret", "CONFIG", "GET", "maxmemory").CombinedOutput()
+	if !strings.Contains(string(out), "67108864") {
+		t.Errorf("maxmemory changed: %s", out)
+	}
+}

@@ -66,24 +66,42 @@ func readLive(ctx context.Context, h *host.Host, pid int, addrs []string, timeou
 // be held by another server, or by a user's look-alike.
 func ask(ctx context.Context, h *host.Host, in *engine.Instance, addrs []string, timeout time.Duration) *live {
 	l := &live{}
+	conn, via, tried := dialFirst(ctx, h, in, addrs, timeout, func(conn net.Conn) error {
+		l.Info, l.Config, l.ConfigErr, l.AuthRequired = nil, nil, "", false
+		return converse(conn, l, timeout)
+	})
+	l.Tried = tried
+	if conn == nil {
+		l.Info, l.Config, l.ConfigErr, l.AuthRequired = nil, nil, "", false
+		return l
+	}
+	conn.Close()
+	l.Via = via
+	return l
+}
+
+// dialFirst connects to the first of addrs ("unix:PATH", "tcp:HOST:PORT")
+// that leads to the instance's own process (engine.Instance.Dial) and on
+// which hello succeeds, and returns that connection, open, with the
+// address; tried says why each earlier one failed. Nothing is sent before
+// the peer is verified, and no credentials are ever sent.
+func dialFirst(ctx context.Context, h *host.Host, in *engine.Instance, addrs []string, timeout time.Duration, hello func(net.Conn) error) (net.Conn, string, []string) {
+	var tried []string
 	for _, a := range addrs {
 		network, addr, _ := strings.Cut(a, ":")
 		conn, err := in.Dial(ctx, h, network, addr, timeout)
 		if err != nil {
-			l.Tried = append(l.Tried, fmt.Sprintf("%s: %v", a, err))
+			tried = append(tried, fmt.Sprintf("%s: %v", a, err))
 			continue
 		}
-		err = converse(conn, l, timeout)
-		conn.Close()
-		if err != nil {
-			l.Tried = append(l.Tried, fmt.Sprintf("%s: %v", a, err))
-			l.Info, l.Config, l.ConfigErr, l.AuthRequired = nil, nil, "", false
+		if err := hello(conn); err != nil {
+			conn.Close()
+			tried = append(tried, fmt.Sprintf("%s: %v", a, err))
 			continue
 		}
-		l.Via = a
-		return l
+		return conn, a, tried
 	}
-	return l
+	return nil, "", tried
 }
 
 // converse sends INFO server and CONFIG GET * and reads the replies.
