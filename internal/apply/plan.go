@@ -197,7 +197,9 @@ func BuildWith(root string, fc fix.Context, selected []check.Finding, srv *Serve
 	for _, sp := range p.Settings {
 		planned[sp.Server.Name+" "+sp.Key] = true
 		if !sp.SavedByServer {
-			includeDirs[fc.Instances[sp.Server.Name].ConfDir] = true
+			if !sp.RuntimeOnly {
+				includeDirs[fc.Instances[sp.Server.Name].ConfDir] = true
+			}
 			keepConfig[sp.Server.Name+" "+sp.Key] = true
 		}
 	}

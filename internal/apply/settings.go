@@ -51,6 +51,9 @@ type SettingPlan struct {
 	// OptionOnly: an option the server shows no variable for; only the
 	// option file sets it, and nothing can be read back.
 	OptionOnly bool `json:"option_only,omitempty"`
+	// RuntimeOnly: nothing dbhost writes keeps the change across a
+	// restart; the rendered configuration line is left to a person.
+	RuntimeOnly bool `json:"runtime_only,omitempty"`
 	// Method says how the change is made, for people.
 	Method   string   `json:"method"`
 	Findings []string `json:"findings"`
@@ -235,10 +238,17 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 				}
 				conns[c.Instance] = s
 			}
+			runtimeOnly := false
 			if !s.SavesItself() {
 				if why := includeDirRefused(in, fc); why != "" {
-					skipped[id] = why
-					continue
+					ro, ok := s.(engine.RuntimeOnly)
+					if !ok || !ro.RuntimeOnly() || c.Restart {
+						skipped[id] = why
+						continue
+					}
+					// Set now; the rendered line, listed as not
+					// written, is what keeps it.
+					runtimeOnly = true
 				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout(srv.Conn))
@@ -263,7 +273,7 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 			seen[id] = len(plans)
 			plans = append(plans, SettingPlan{Server: ref, Key: c.Key, Old: cur.Value, New: c.Value, Saved: cur.Saved,
 				Restart: restart, Unchanged: s.Unchanged(cur, c.Value, restart), SavedByServer: s.SavesItself(),
-				OptionOnly: cur.OptionOnly, Method: s.Method(restart), Findings: []string{t}})
+				OptionOnly: cur.OptionOnly, Method: s.Method(restart), RuntimeOnly: runtimeOnly, Findings: []string{t}})
 		}
 	}
 	return plans, skipped

@@ -46,6 +46,14 @@ type SettingsConn interface {
 	Close()
 }
 
+// RuntimeOnly is implemented by a SettingsConn whose changes nothing dbhost
+// writes keeps across a restart (Redis reads no directory of snippets): a
+// change is made at run time only, and the rendered line is left for a
+// person to merge into the server's configuration file.
+type RuntimeOnly interface {
+	RuntimeOnly() bool
+}
+
 // Settings is implemented by profiles whose servers' settings dbhost
 // changes on a live connection.
 type Settings interface {

@@ -123,6 +123,10 @@ type settingsConn struct {
 func (s *settingsConn) Close()            { s.conn.Close() }
 func (s *settingsConn) SavesItself() bool { return false }
 
+// RuntimeOnly: Redis reads no directory of snippets, so a CONFIG SET is
+// kept only once a person merges the rendered line into redis.conf.
+func (s *settingsConn) RuntimeOnly() bool { return true }
+
 func (s *settingsConn) Method(restart bool) string {
 	if restart {
 		return "only the rendered redis.conf lines (merged by a person); takes effect at the next restart"
