@@ -136,7 +136,7 @@ func TestPlanOnRecordedHost(t *testing.T) {
 	var grub, config bool
 	for _, n := range p.NotApplied {
 		grub = grub || strings.Contains(n, "/etc/default/grub.d/60-dbhost.cfg is not written")
-		config = config || strings.Contains(n, "shared_buffers = 2098MB on postgres:5432 not applied")
+		config = config || strings.Contains(n, "shared_buffers = 2089MB on postgres:5432 not applied")
 	}
 	if !grub || !config {
 		t.Errorf("not-applied list misses the GRUB file (%v) or a database setting (%v): %q", grub, config, p.NotApplied)

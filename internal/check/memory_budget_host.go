@@ -50,6 +50,15 @@ type hostPlan struct {
 	userErr string
 }
 
+// budgetGrain is the step in which what processes hold now is counted
+// (rounded up): resident memory moves by megabytes from one audit to the
+// next, and a proposal must not move with it (a saved plan would differ
+// from the apply's, and any process's allocation would nudge the servers'
+// sizes).
+const budgetGrain = 64 * bMiB
+
+func grain(b uint64) uint64 { return (b + budgetGrain - 1) / budgetGrain * budgetGrain }
+
 // othersUse is the memory the host's other processes and the kernel hold:
 // MemTotal - MemAvailable, less the huge page pool (its pages are never
 // available) and less the databases' resident memory.
@@ -71,7 +80,7 @@ func othersUse(f *facts.Facts, ram uint64) (uint64, Evidence) {
 	for _, in := range f.Instances {
 		db += in.Mem.RSSBytes
 	}
-	others := used - min(used, db)
+	others := grain(used - min(used, db))
 	return others, Ev("other processes and the kernel", humanBytes(others),
 		fmt.Sprintf("/proc/meminfo MemTotal - MemAvailable %s - Hugetlb %s - the databases' resident memory %s (smaps_rollup)", humanBytes(avail), humanBytes(hugetlb), humanBytes(db)))
 }
@@ -153,7 +162,7 @@ func (hp *hostPlan) divide(f *facts.Facts, all []dbMem) {
 	floors := make([]uint64, len(all))
 	var sumFloor, sumW uint64
 	for _, i := range ruled {
-		floors[i] = all[i].in.Mem.RSSBytes
+		floors[i] = grain(all[i].in.Mem.RSSBytes)
 		if all[i].fork > 0 {
 			floors[i] *= 2
 		}
