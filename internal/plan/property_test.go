@@ -327,8 +327,20 @@ func TestPlanBreaksNoRecordedHost(t *testing.T) {
 		}
 		return fmt.Sprintf("hosts broken: %d of %d%s", len(broken), len(hosts), b.String())
 	}
+	// The measures can fail: on the fixes merged without a plan they find
+	// the breakage the issue reported (a pool below the planned need on
+	// nearly every host, one setting with two values on many).
+	if len(before[kindPool]) < len(hosts)/2 || len(before[kindTwoValues]) == 0 {
+		t.Errorf("the measures find too little without the plan (pool %d, two values %d hosts): they could not catch a broken plan",
+			len(before[kindPool]), len(before[kindTwoValues]))
+	}
 	t.Logf("without the host plan: %s", report(before))
 	t.Logf("with the host plan: %s", report(after))
+	for _, k := range []string{kindPool, kindCommit, kindCaches, kindTwoValues} {
+		if n := len(before[k]); n > 0 {
+			t.Logf("without the plan, %s: %s", k, strings.Join(before[k][:min(n, 6)], ", "))
+		}
+	}
 	t.Logf("refused plans: %d: %s", len(refused), strings.Join(refused, ", "))
 	if os.Getenv("DBHOST_PLAN_TABLE") != "" {
 		fmt.Printf("before: %s\nafter: %s\nrefused: %v\n", report(before), report(after), refused)
