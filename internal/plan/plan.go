@@ -13,7 +13,7 @@ import (
 // MaxRounds bounds how often derived values are recomputed: each round
 // judges the planned host and takes in what is still off (the pool for the
 // planned shared_buffers, the overcommit ratio for the planned caches).
-// Every recorded host settles in three.
+// The recorded hosts settle in two to four.
 const MaxRounds = 6
 
 // HostPlan is every fix of one run, decided together.
