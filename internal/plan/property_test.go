@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -260,18 +259,6 @@ var expectedRefusals = map[string]string{
 	"size-pg-tuned":                     "shared_buffers and work_mem are set on the server's command line: the plan cannot bring them within its share",
 	"size-pg-workmem":                   "work_mem 1GB x 500 connections is set on the server's command line: the plan cannot bring it within its share",
 	"size-shared":                       "innodb_buffer_pool_size 20G is set on a MariaDB command line: the plan cannot bring it within its share",
-}
-
-func recordedHosts(t *testing.T) []string {
-	ms, err := filepath.Glob(filepath.Join(fixture.Dir(), "*.tar.gz"))
-	if err != nil || len(ms) == 0 {
-		t.Fatalf("no recorded hosts in %s: %v", fixture.Dir(), err)
-	}
-	var out []string
-	for _, m := range ms {
-		out = append(out, strings.TrimSuffix(filepath.Base(m), ".tar.gz"))
-	}
-	return out
 }
 
 // TestPlanBreaksNoRecordedHost is the property: on every recorded
