@@ -44,6 +44,12 @@ func TestRuntimeFixesMakeFindingsPass(t *testing.T) {
 		if len(f.Fix.Limits)+len(f.Fix.Dropins)+len(f.Fix.Config)+len(f.Fix.Mount) > 0 || f.Fix.Manual != "" {
 			continue
 		}
+		// sysctl.drift's fix is the file that persists a value: setting it
+		// at run time changes nothing it judges (on a host where another
+		// finding sets the drifting key, its fix persists that value).
+		if f.ID == "sysctl.drift" {
+			continue
+		}
 		if err := fix.ApplyKnobs(j, f.Fix); err != nil {
 			t.Errorf("%s %s: apply: %v", f.ID, f.Subject, err)
 			continue
