@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -248,6 +249,30 @@ func fixTree(t *testing.T) map[string]string {
 
 // settingLines are the database settings `fix --plan` would change on a
 // server ("setting postgres:PORT key: old -> new ...").
+// sizeRE is a memory size as the sizing fixes write it ("5167MB", '4153mb').
+var sizeRE = regexp.MustCompile(`(?i)\b([0-9]+)(kB|MB|GB)\b`)
+
+// sameSizing compares two renderings exactly, except that a memory size
+// may differ by 2 %: the sizes follow the memory the host's processes
+// hold, measured at each audit (a page cache that grew by a grain between
+// the two runs moves a share by 64 MiB). What an impostor claims
+// (shared_buffers 23GB, a 20G buffer pool) would move them by far more, or
+// add and remove lines.
+func sameSizing(a, b string) bool {
+	if sizeRE.ReplaceAllString(a, "SIZE") != sizeRE.ReplaceAllString(b, "SIZE") {
+		return false
+	}
+	as, bs := sizeRE.FindAllStringSubmatch(a, -1), sizeRE.FindAllStringSubmatch(b, -1)
+	for i := range as {
+		x, _ := strconv.ParseFloat(as[i][1], 64)
+		y, _ := strconv.ParseFloat(bs[i][1], 64)
+		if !strings.EqualFold(as[i][2], bs[i][2]) || x > 1.02*y || y > 1.02*x {
+			return false
+		}
+	}
+	return true
+}
+
 func settingLines(t *testing.T, server string) []string {
 	t.Helper()
 	_, plan, _ := runCLI(t, "fix", "--plan")
@@ -295,7 +320,7 @@ func TestAttackSabotageAndHostValues(t *testing.T) {
 
 	files1, settings1 := fixTree(t), settingLines(t, server)
 	for p, b := range files1 {
-		if files0[p] != b {
+		if !sameSizing(files0[p], b) {
 			t.Errorf("%s changed with the impostors running:\n--- without\n%s\n--- with\n%s", p, files0[p], b)
 		}
 	}
@@ -304,7 +329,7 @@ func TestAttackSabotageAndHostValues(t *testing.T) {
 			t.Errorf("%s is no longer written with the impostors running", p)
 		}
 	}
-	if strings.Join(settings0, "\n") != strings.Join(settings1, "\n") {
+	if !sameSizing(strings.Join(settings0, "\n"), strings.Join(settings1, "\n")) {
 		t.Errorf("the settings planned for %s changed with the impostors running:\n--- without\n%s\n--- with\n%s",
 			server, strings.Join(settings0, "\n"), strings.Join(settings1, "\n"))
 	}
@@ -338,5 +363,24 @@ func TestAttackSabotageAndHostValues(t *testing.T) {
 	}
 	if untrusted < 5 {
 		t.Errorf("the audit lists %d untrusted instances, want the 5 impostors", untrusted)
+	}
+}
+
+// TestSameSizing: the tolerance of TestAttackSabotageAndHostValues covers
+// a grain of measured memory, never a claimed size or another line.
+func TestSameSizing(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		{"effective_cache_size = '15455MB'", "effective_cache_size = '15503MB'", true},
+		{"shared_buffers = '5167MB'", "shared_buffers = '128kB'", false},
+		{"shared_buffers = '5167MB'", "shared_buffers = '23GB'", false},
+		{"nobody hard nofile 1024", "nobody hard nofile 1000448", false},
+		{"a = '100MB'", "a = '100MB'\nb = 1", false},
+	} {
+		if got := sameSizing(c.a, c.b); got != c.same {
+			t.Errorf("sameSizing(%q, %q) = %v", c.a, c.b, got)
+		}
 	}
 }
