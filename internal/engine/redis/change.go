@@ -97,7 +97,13 @@ func settingsAddrs(h *host.Host, in *engine.Instance) []string {
 // NOPERM refusal sets AuthRequired.
 func converseInfo(conn net.Conn, l *live, timeout time.Duration) error {
 	conn.SetDeadline(time.Now().Add(timeout))
-	info, err := command(conn, bufio.NewReader(conn), "INFO", "server")
+	return askInfo(conn, bufio.NewReader(conn), l)
+}
+
+// askInfo sends INFO server and keeps its fields in l; a NOAUTH or NOPERM
+// refusal sets AuthRequired and is no error.
+func askInfo(conn net.Conn, r *bufio.Reader, l *live) error {
+	info, err := command(conn, r, "INFO", "server")
 	var re respError
 	if errors.As(err, &re) && (re.kind() == "NOAUTH" || re.kind() == "NOPERM") {
 		l.AuthRequired = true

@@ -108,24 +108,11 @@ func dialFirst(ctx context.Context, h *host.Host, in *engine.Instance, addrs []s
 func converse(conn net.Conn, l *live, timeout time.Duration) error {
 	conn.SetDeadline(time.Now().Add(timeout))
 	r := bufio.NewReader(conn)
-	info, err := command(conn, r, "INFO", "server")
-	var re respError
-	if errors.As(err, &re) {
-		if re.kind() == "NOAUTH" || re.kind() == "NOPERM" {
-			l.AuthRequired = true
-			return nil
-		}
+	if err := askInfo(conn, r, l); err != nil || l.AuthRequired {
 		return err
 	}
-	if err != nil {
-		return err
-	}
-	s, ok := info.(string)
-	if !ok {
-		return errors.New("INFO: unexpected reply")
-	}
-	l.Info = parseInfo(s)
 	cfg, err := command(conn, r, "CONFIG", "GET", "*")
+	var re respError
 	if errors.As(err, &re) {
 		l.ConfigErr = string(re)
 		return nil
