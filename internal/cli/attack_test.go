@@ -249,13 +249,15 @@ func fixTree(t *testing.T) map[string]string {
 
 // settingLines are the database settings `fix --plan` would change on a
 // server ("setting postgres:PORT key: old -> new ...").
-// sizeRE is a memory size as the sizing fixes write it ("5167MB", '4153mb').
-var sizeRE = regexp.MustCompile(`(?i)\b([0-9]+)(kB|MB|GB)\b`)
+// sizeRE is a memory size as the sizing fixes write it ("5167MB", '4153mb'),
+// or a huge page pool sized from them ("vm.nr_hugepages = 798").
+var sizeRE = regexp.MustCompile(`(?i)\b([0-9]+)(kB|MB|GB)\b|(nr_hugepages = )([0-9]+)`)
 
 // sameSizing compares two renderings exactly, except that a memory size
-// may differ by 2 %: the sizes follow the memory the host's processes
-// hold, measured at each audit (a page cache that grew by a grain between
-// the two runs moves a share by 64 MiB). What an impostor claims
+// (or a huge page pool) may differ by 2 %: the sizes follow the memory the
+// host's processes hold, measured at each audit (a page cache that grew by
+// a grain between the two runs moves a share by 64 MiB, and the pool sized
+// for it by a few pages). What an impostor claims
 // (shared_buffers 23GB, a 20G buffer pool) would move them by far more, or
 // add and remove lines.
 func sameSizing(a, b string) bool {
@@ -264,9 +266,9 @@ func sameSizing(a, b string) bool {
 	}
 	as, bs := sizeRE.FindAllStringSubmatch(a, -1), sizeRE.FindAllStringSubmatch(b, -1)
 	for i := range as {
-		x, _ := strconv.ParseFloat(as[i][1], 64)
-		y, _ := strconv.ParseFloat(bs[i][1], 64)
-		if !strings.EqualFold(as[i][2], bs[i][2]) || x > 1.02*y || y > 1.02*x {
+		x, _ := strconv.ParseFloat(as[i][1]+as[i][4], 64)
+		y, _ := strconv.ParseFloat(bs[i][1]+bs[i][4], 64)
+		if !strings.EqualFold(as[i][2]+as[i][3], bs[i][2]+bs[i][3]) || x > 1.02*y || y > 1.02*x {
 			return false
 		}
 	}
@@ -378,6 +380,9 @@ func TestSameSizing(t *testing.T) {
 		{"shared_buffers = '5167MB'", "shared_buffers = '23GB'", false},
 		{"nobody hard nofile 1024", "nobody hard nofile 1000448", false},
 		{"a = '100MB'", "a = '100MB'\nb = 1", false},
+		{"vm.nr_hugepages = 798", "vm.nr_hugepages = 793", true},
+		{"vm.nr_hugepages = 798", "vm.nr_hugepages = 11800", false},
+		{"vm.nr_hugepages = 798", "vm.swappiness = 798", false},
 	} {
 		if got := sameSizing(c.a, c.b); got != c.same {
 			t.Errorf("sameSizing(%q, %q) = %v", c.a, c.b, got)
