@@ -91,6 +91,7 @@ func experimentFlags() []expFlag {
 		planFlag("trials", groupTrials, "budget: total trials over all arms (default 8 per arm)", func(p *P) *int { return &p.Protocol.Trials }),
 		planFlag("time", groupTrials, "budget: wall-clock time, e.g. 2h (presets: 12m)", func(p *P) *experiment.Duration { return &p.Protocol.Time }),
 		planFlag("calibrate", groupTrials, "run this many A/A trials first and print noise and the smallest detectable change", func(p *P) *int { return &p.Protocol.Calibrate }),
+		planFlag("replace", groupTrials, "at most this many more trials per arm in place of excluded ones (steal time, drift, failures; default: as many as the budget, -1: none)", func(p *P) *int { return &p.Protocol.Replace }),
 		planFlag("restart", groupTrials, "restart the database before every trial", func(p *P) *bool { return &p.Protocol.Restart }),
 		planFlag("alpha", groupTrials, "accepted false 'better'/'worse' rate (default 0.05)", func(p *P) *float64 { return &p.Protocol.Alpha }),
 		planFlag("equivalence", groupTrials, "change that does not matter, e.g. 2% (default)", func(p *P) *experiment.Fraction { return &p.Protocol.Equivalence }),

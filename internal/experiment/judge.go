@@ -29,15 +29,19 @@ type judge struct {
 	// errs records looks that could not be made (e.g. an arm without any
 	// counting trial), per client count.
 	errs map[int]string
-	// madeUp counts, per client count, the blocks run again because trials
-	// of theirs were excluded.
-	madeUp map[int]int
+	// replaced counts, per client count, the trials per arm run in place
+	// of excluded ones (two per extra block); extra counts the trials of
+	// those blocks over all arms. spent records, per client count, why a
+	// look went on with trials missing: the replacement budget ran out.
+	replaced map[int]int
+	extra    map[int]int
+	spent    map[int]string
 }
 
 func newJudge(p *Plan, perArm int) (*judge, error) {
 	jd := &judge{plan: p, perArm: perArm, clients: append([]int(nil), p.Workload.Clients...),
 		seqs: map[int]*stats.Sequence{}, blocks: map[int]int{}, decisions: map[int][]stats.Decision{},
-		active: map[int][]int{}, errs: map[int]string{}, madeUp: map[int]int{}}
+		active: map[int][]int{}, errs: map[int]string{}, replaced: map[int]int{}, extra: map[int]int{}, spent: map[int]string{}}
 	sp := p.statsPlan(perArm, len(jd.clients))
 	for _, c := range jd.clients {
 		s, err := sp.NewSequence(len(p.Arms) - 1)
@@ -100,14 +104,23 @@ func (jd *judge) endBlock(clients int, trials []results.Trial) (bool, error) {
 		return false, fmt.Errorf("no sequence for %d clients", clients)
 	}
 	jd.blocks[clients]++
-	// A block with an excluded trial (steal time, drift) is made up by
-	// another before the look, up to half the budget again: a look then
-	// sees as many counting trials as it was planned with, instead of too
-	// few for a verdict on a host whose hypervisor was busy for a while.
-	if jd.short(clients, trials) && jd.madeUp[clients] < max(1, jd.perArm/2) && !s.Done() {
-		jd.blocks[clients]--
-		jd.madeUp[clients]++
-		return false, nil
+	// A block with an excluded trial (steal time, drift, a failed run) is
+	// made up by another before the look, within the plan's replacement
+	// budget: a look then sees as many counting trials as it was planned
+	// with, instead of too few for a verdict on a host whose hypervisor
+	// was busy for a while. Whole blocks keep every arm's mean position
+	// in time alike.
+	missing := jd.missing(clients, trials)
+	if missing == 0 {
+		delete(jd.spent, clients)
+	} else if !s.Done() {
+		if jd.replaced[clients]+2 <= jd.plan.Protocol.MaxReplace {
+			jd.blocks[clients]--
+			jd.replaced[clients] += 2
+			jd.extra[clients] += 2 * len(jd.active[clients])
+			return false, nil
+		}
+		jd.spent[clients] = jd.shortNote(missing, 2*jd.blocks[clients])
 	}
 	if 2*jd.blocks[clients] < stats.MinPerArm || s.Done() {
 		return false, nil
@@ -134,6 +147,15 @@ func (jd *judge) endBlock(clients int, trials []results.Trial) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if why := jd.spent[clients]; why != "" && missing > 0 {
+		for i := range ds {
+			// A verdict reached anyway keeps its reason: the sequence
+			// hands decided arms back unchanged at later looks.
+			if ds[i].Look == s.Look() && ds[i].Verdict == stats.Inconclusive {
+				ds[i].Reason += "; " + why
+			}
+		}
+	}
 	jd.decisions[clients] = ds
 	active := []int{0}
 	for i, d := range ds {
@@ -145,15 +167,23 @@ func (jd *judge) endBlock(clients int, trials []results.Trial) (bool, error) {
 	return true, nil
 }
 
-// short reports whether an active arm at this client count has fewer
-// counting trials than its blocks ran.
-func (jd *judge) short(clients int, trials []results.Trial) bool {
-	for _, arm := range jd.active[clients] {
-		if len(jd.samples(trials, arm, clients)) < 2*jd.blocks[clients] {
-			return true
-		}
+// shortNote says why a look goes on with trials missing.
+func (jd *judge) shortNote(missing, planned int) string {
+	budget := "no trials may run in place of excluded ones (replace: -1)"
+	if n := jd.plan.Protocol.MaxReplace; n > 0 {
+		budget = fmt.Sprintf("the replacement budget of %d more per arm is spent", n)
 	}
-	return false
+	return fmt.Sprintf("excluded trials left %d per arm short of the %d planned at this look, and %s", missing, planned, budget)
+}
+
+// missing is how many counting trials the active arm furthest behind
+// lacks at this client count: each block should have given it two.
+func (jd *judge) missing(clients int, trials []results.Trial) int {
+	most := 0
+	for _, arm := range jd.active[clients] {
+		most = max(most, 2*jd.blocks[clients]-len(jd.samples(trials, arm, clients)))
+	}
+	return most
 }
 
 // activeArms are the arms that still run at this client count: the base

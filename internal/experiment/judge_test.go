@@ -17,8 +17,9 @@ import (
 
 // synthetic runs the real protocol (runBlocks, judge) with trials whose
 // throughput is drawn around known medians: effect[arm] times 1000 with
-// lognormal noise of cv. exclude marks some trials as drifted.
-func synthetic(t *testing.T, p *Plan, perArm int, effect []float64, cv float64, seed uint64, exclude func(seq int) bool) (*judge, []results.Trial) {
+// lognormal noise of cv. exclude gives the exclusion note of a trial, ""
+// for one that counts.
+func synthetic(t *testing.T, p *Plan, perArm int, effect []float64, cv float64, seed uint64, exclude func(tr results.Trial) string) (*judge, []results.Trial) {
 	t.Helper()
 	jd, err := newJudge(p, perArm)
 	if err != nil {
@@ -30,8 +31,8 @@ func synthetic(t *testing.T, p *Plan, perArm int, effect []float64, cv float64, 
 	err = runBlocks(jd, NewSchedule(seed), &block, func(arm, clients, b int) error {
 		tr := results.Trial{Seq: len(trials), Block: b, Arm: arm, Clients: clients,
 			OpsPerSec: 1000 * effect[arm] * math.Exp(cv*rng.NormFloat64()), P99: time.Millisecond}
-		if exclude != nil && exclude(tr.Seq) {
-			tr.Excluded = "fingerprint drift: test"
+		if exclude != nil {
+			tr.Excluded = exclude(tr)
 		}
 		trials = append(trials, tr)
 		return nil
@@ -97,7 +98,7 @@ func TestJudgeStopsDecidedArms(t *testing.T) {
 func TestJudgeSkipsExcluded(t *testing.T) {
 	p := &Plan{Arms: []Arm{{Name: "a"}, {Name: "b"}}, Workload: Workload{Clients: IntList{2}},
 		Protocol: Protocol{Alpha: 0.05, Equivalence: 0.02, Metric: "throughput", MaxPerArm: 8}}
-	jd, trials := synthetic(t, p, 8, []float64{1, 1}, 0.01, 9, func(seq int) bool { return seq%4 == 0 })
+	jd, trials := synthetic(t, p, 8, []float64{1, 1}, 0.01, 9, func(tr results.Trial) string { return drifted(tr.Seq%4 == 0) })
 	d := jd.decisions[2][0]
 	excluded := 0
 	for _, tr := range trials {
@@ -217,14 +218,15 @@ func TestFirstDecisive(t *testing.T) {
 func TestJudgeMakesUpExcludedTrials(t *testing.T) {
 	p := &Plan{Arms: []Arm{{Name: "base"}, {Name: "delay"}}, Workload: Workload{Clients: IntList{4}},
 		Protocol: Protocol{Alpha: 0.05, Equivalence: 0.02, Metric: "throughput", MaxPerArm: 4}}
+	p.Protocol.MaxReplace = p.Protocol.replaceBudget(4)
 	stolen := map[int]bool{3: true, 4: true, 6: true}
-	jd, trials := synthetic(t, p, 4, []float64{1, 0.2}, 0.05, 11, func(seq int) bool { return stolen[seq] })
+	jd, trials := synthetic(t, p, 4, []float64{1, 0.2}, 0.05, 11, func(tr results.Trial) string { return drifted(stolen[tr.Seq]) })
 	d := jd.decisions[4]
 	if len(d) != 1 || d[0].NBase < 4 || d[0].NTreatment < 4 {
 		t.Fatalf("decisions %+v after %d trials: want a look at 4 counting trials per arm", d, len(trials))
 	}
-	if jd.madeUp[4] == 0 || len(trials) <= 8 {
-		t.Errorf("%d trials, %d blocks made up: the exclusions were not made up", len(trials), jd.madeUp[4])
+	if jd.replaced[4] == 0 || len(trials) <= 8 {
+		t.Errorf("%d trials, %d per arm in place of excluded ones: the exclusions were not made up", len(trials), jd.replaced[4])
 	}
 	again, err := replay(p, 4, trials)
 	if err != nil {
@@ -233,4 +235,12 @@ func TestJudgeMakesUpExcludedTrials(t *testing.T) {
 	if !reflect.DeepEqual(again.decisions, jd.decisions) {
 		t.Errorf("replay decided %+v, the run %+v", again.decisions, jd.decisions)
 	}
+}
+
+// drifted is the exclusion note of a drifted trial when excluded is true.
+func drifted(excluded bool) string {
+	if excluded {
+		return "fingerprint drift: test"
+	}
+	return ""
 }

@@ -240,6 +240,28 @@ type Protocol struct {
 	Seed uint64 `yaml:"seed" json:"seed"`
 	// MaxPerArm is the resulting budget per arm and client count (filled).
 	MaxPerArm int `yaml:"-" json:"max_per_arm"`
+	// Replace is how many more trials per arm and client count may run in
+	// place of excluded ones (steal time, drift, a failed run), so that a
+	// busy host still gives each look the trials it was planned with: 0
+	// as many as the budget, negative none. They run in whole blocks (two
+	// per arm) and may overrun a time budget.
+	Replace int `yaml:"replace" json:"replace,omitempty"`
+	// MaxReplace is the resulting replacement budget per arm and client
+	// count (filled; absent in experiments stored before there was one,
+	// which replaced nothing).
+	MaxReplace int `yaml:"-" json:"max_replace,omitempty"`
+}
+
+// replaceBudget resolves Replace for a budget of perArm trials per arm:
+// whole blocks, so an even number.
+func (pr Protocol) replaceBudget(perArm int) int {
+	switch {
+	case pr.Replace < 0:
+		return 0
+	case pr.Replace == 0:
+		return perArm + perArm%2
+	}
+	return pr.Replace + pr.Replace%2
 }
 
 // Metrics are the samples a trial can be judged by.

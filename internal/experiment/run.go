@@ -329,6 +329,7 @@ func (r *run) planTrials(ctx context.Context) error {
 	}
 	r.proto.perArm = perArm
 	p.Protocol.MaxPerArm = perArm
+	p.Protocol.MaxReplace = p.Protocol.replaceBudget(perArm)
 	if need := firstDecisive(p, len(p.Arms)-1, len(p.Workload.Clients)); need > perArm {
 		r.note("%d treatment arm(s) x %d client count(s) share alpha: no verdict is possible before %d trials per arm, and this budget gives %d",
 			len(p.Arms)-1, len(p.Workload.Clients), need, perArm)
@@ -352,8 +353,8 @@ func (r *run) announce() {
 	for _, a := range p.Arms {
 		r.out.bar.println(fmt.Sprintf("arm %-12s %s", a.Name, strings.Join(a.Knobs(), " ")))
 	}
-	r.out.bar.println(fmt.Sprintf("experiment %s: up to %d trials per arm%s, %s each (+%s warm-up), seed %d",
-		r.meas.exp.ID, r.proto.perArm, sweepNote(p), time.Duration(p.Workload.Duration), time.Duration(p.Workload.Warmup), p.Protocol.Seed))
+	r.out.bar.println(fmt.Sprintf("experiment %s: up to %d trials per arm%s (and up to %d more in place of excluded ones), %s each (+%s warm-up), seed %d",
+		r.meas.exp.ID, r.proto.perArm, sweepNote(p), p.Protocol.MaxReplace, time.Duration(p.Workload.Duration), time.Duration(p.Workload.Warmup), p.Protocol.Seed))
 }
 
 func sweepNote(p *Plan) string {
@@ -475,10 +476,11 @@ func (r *run) calibrate(ctx context.Context) error {
 	c := slices.Max(p.Workload.Clients)
 	var xs []float64
 	t0 := time.Now()
-	// A trial excluded for its own reasons (steal time) is made up, up
+	// A trial excluded for its own reasons (steal time) is replaced, up
 	// to as many again: a busy hypervisor otherwise leaves too few to
 	// estimate the noise.
 	runs := 0
+	var excluded []results.Trial
 	for len(xs) < p.Protocol.Calibrate && runs < 2*p.Protocol.Calibrate {
 		t, err := r.trial(ctx, 0, c, -1, true)
 		if err != nil {
@@ -487,7 +489,12 @@ func (r *run) calibrate(ctx context.Context) error {
 		runs++
 		if v := sample(p.Protocol.Metric, *t); t.Excluded == calibrationNote && v > 0 {
 			xs = append(xs, v)
+		} else {
+			excluded = append(excluded, *t)
 		}
+	}
+	if len(excluded) > 0 {
+		r.note("A/A calibration: %s; %d run in their place, of up to %d", excludedCauses(excluded), runs-p.Protocol.Calibrate, p.Protocol.Calibrate)
 	}
 	wall := time.Since(t0) / time.Duration(runs)
 	cal, err := stats.Calibrate(xs, wall, p.statsPlan(r.proto.perArm, len(p.Workload.Clients)))

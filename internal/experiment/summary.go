@@ -43,15 +43,18 @@ type Summary struct {
 	Decisions   []stats.Decision   `json:"decisions"`
 	Calibration *stats.Calibration `json:"calibration,omitempty"`
 
-	Trials    int      `json:"trials"`
-	Excluded  int      `json:"excluded"`
-	MaxPerArm int      `json:"max_per_arm"`
-	Clients   []int    `json:"clients"`
-	Seed      uint64   `json:"seed"`
-	Wall      Duration `json:"wall"`
-	Restored  bool     `json:"restored"`
-	Notes     []string `json:"notes,omitempty"`
-	Error     string   `json:"error,omitempty"`
+	Trials   int `json:"trials"`
+	Excluded int `json:"excluded"`
+	// Replacement says why trials were excluded and how many ran in their
+	// place.
+	Replacement *Replacement `json:"replacement,omitempty"`
+	MaxPerArm   int          `json:"max_per_arm"`
+	Clients     []int        `json:"clients"`
+	Seed        uint64       `json:"seed"`
+	Wall        Duration     `json:"wall"`
+	Restored    bool         `json:"restored"`
+	Notes       []string     `json:"notes,omitempty"`
+	Error       string       `json:"error,omitempty"`
 }
 
 // ArmSummary is one arm: its settings, trials and (for treatments) the
@@ -104,6 +107,7 @@ func buildSummary(p *Plan, exp *results.Experiment, trials []results.Trial, jd *
 	if jd != nil {
 		s.addComparisons(p, jd, head)
 	}
+	s.Replacement = replacement(p, jd, trials)
 	if len(p.Arms) > 1 {
 		s.Headline = p.Arms[1].Name + " vs " + p.Arms[0].Name
 		if len(p.Workload.Clients) > 1 {
@@ -246,6 +250,7 @@ func (s *Stored) ReportInput() (expreport.Input, error) {
 	}
 	in.Decisions = sum.Decisions
 	in.Calibration = sum.Calibration
+	in.Replacement = sum.Replacement.String()
 	return in, nil
 }
 
@@ -292,6 +297,9 @@ func WriteText(w io.Writer, s *Summary) error {
 	}
 	fmt.Fprintf(w, "\n  %d trials (%d excluded), budget %d per arm, wall time %s, seed %d, status %s\n",
 		s.Trials, s.Excluded, s.MaxPerArm, time.Duration(s.Wall), s.Seed, s.Status)
+	if r := s.Replacement.String(); r != "" {
+		fmt.Fprintf(w, "  excluded: %s\n", r)
+	}
 	for _, n := range s.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}

@@ -42,6 +42,9 @@ type Input struct {
 	// object with "decisions", or one stats.Decision).
 	Decisions   []stats.Decision
 	Calibration *stats.Calibration // optional: the A/A calibration
+	// Replacement says, in one sentence, why trials were excluded and how
+	// many ran in their place (optional; internal/experiment writes it).
+	Replacement string
 }
 
 //go:embed report.html.tmpl
@@ -332,6 +335,9 @@ func (m *model) timing() []kv {
 	}
 	counted := m.countedTrials()
 	out = append(out, kv{"Trials", fmt.Sprintf("%d run, %d counted, %d excluded", len(m.trials), counted, len(m.trials)-counted)})
+	if m.replacement != "" {
+		out = append(out, kv{"Excluded trials", m.replacement})
+	}
 	if len(m.aa) > 0 {
 		out = append(out, kv{"A/A calibration trials", fmt.Sprintf("%d, before the comparison (block A/A in the trials table)", len(m.aa))})
 	}

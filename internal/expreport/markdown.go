@@ -68,6 +68,9 @@ func Markdown(w io.Writer, in Input) error {
 	if m.cal != nil {
 		line += fmt.Sprintf(" · noise ±%s, smallest detectable effect %s", fmtPct(m.cal.NoiseCV), fmtPct(m.cal.MDE))
 	}
+	if m.replacement != "" {
+		line += " · " + md(m.replacement)
+	}
 	b.WriteString(line + "\n\n")
 
 	if len(m.arms) > 0 {

@@ -23,19 +23,21 @@ const palette = 8
 
 // model is the input sorted out once for both renderers.
 type model struct {
-	e         *results.Experiment
-	arms      []*arm          // by Index
-	trials    []results.Trial // the comparison's trials
-	aa        []results.Trial // A/A calibration trials (Block < 0)
-	all       []results.Trial // both, in order
-	effects   []effect        // what the effect chart and verdict table show
-	cal       *stats.Calibration
-	sweep     bool
-	clients   []int // distinct client counts > 0, ascending
-	metric    string
-	direction stats.Direction
-	alpha     float64
-	budget    int // trials per arm planned; 0 when unknown
+	e       *results.Experiment
+	arms    []*arm          // by Index
+	trials  []results.Trial // the comparison's trials
+	aa      []results.Trial // A/A calibration trials (Block < 0)
+	all     []results.Trial // both, in order
+	effects []effect        // what the effect chart and verdict table show
+	cal     *stats.Calibration
+	// replacement: Input.Replacement
+	replacement string
+	sweep       bool
+	clients     []int // distinct client counts > 0, ascending
+	metric      string
+	direction   stats.Direction
+	alpha       float64
+	budget      int // trials per arm planned; 0 when unknown
 }
 
 // arm is one arm with what was measured for it.
@@ -69,7 +71,7 @@ func newModel(in Input) (*model, error) {
 	if in.Experiment == nil {
 		return nil, fmt.Errorf("expreport: no experiment")
 	}
-	m := &model{e: in.Experiment, cal: in.Calibration, metric: "throughput", alpha: stats.DefaultAlpha}
+	m := &model{e: in.Experiment, cal: in.Calibration, replacement: in.Replacement, metric: "throughput", alpha: stats.DefaultAlpha}
 	byIndex := map[int]*arm{}
 	for _, a := range in.Experiment.Arms {
 		if _, dup := byIndex[a.Index]; dup {
