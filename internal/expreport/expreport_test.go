@@ -618,3 +618,19 @@ func TestDecisionsFromStoredJSON(t *testing.T) {
 		t.Error("decisions from nothing")
 	}
 }
+
+// The run's account of excluded trials and their replacements is shown
+// in the timing of the HTML report and in the Markdown summary.
+func TestReplacementShown(t *testing.T) {
+	const note = "2 trials excluded for steal time, 4 run in their place (2 per arm, of up to 8)"
+	in := scenario{Name: "thp", Arms: twoArms(), Effects: []float64{1, 1}, PerArm: 8, Seconds: 10, Seed: 9,
+		Exclude: map[int]string{3: "steal time 12% during the trial", 6: "steal time 15% during the trial"}}.build(t)
+	in.Replacement = note
+	html, _, md := render(t, in)
+	if !strings.Contains(html, "Excluded trials") || !strings.Contains(html, note) {
+		t.Error("HTML report lacks the replacement account")
+	}
+	if !strings.Contains(md, " · "+note) {
+		t.Errorf("Markdown lacks the replacement account:\n%s", md)
+	}
+}
