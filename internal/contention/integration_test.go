@@ -185,7 +185,11 @@ func TestPgbenchLive(t *testing.T) {
 	pgbenchInit(t, s)
 	c := Assumed("test")
 	prefix := filepath.Join(s.Dir, "pgbench")
-	wait := pgbenchRun(t, s, 9, prefix)
+	// pgbench must outlast both intervals and what comes between them:
+	// nominally 8 s, but under a CPU burner on every core pgbench ended
+	// inside the second interval of a 9 s run (4 of its processes went,
+	// 0.00 switches per query).
+	wait := pgbenchRun(t, s, 16, prefix)
 	time.Sleep(1500 * time.Millisecond) // clients connected and running
 
 	// Transactions from pg_stat_database.
@@ -224,31 +228,46 @@ func TestPgbenchLive(t *testing.T) {
 		if in.Processes < 9 || in.Excluded != 1 {
 			t.Errorf("%d processes counted (want the server's and pgbench's at least 9), %d of dbhost's own left out (want 1)", in.Processes, in.Excluded)
 		}
-		if in.PerQuery == nil || *in.PerQuery < MinPerQuery {
-			t.Errorf("switches per query %v, want at least %v", deref(in.PerQuery), MinPerQuery)
+		// The server's processes alone are counted: a backend sleeps at
+		// least once per statement, waiting for the next (the verdict's
+		// floor of 2 counts the client's switch too). Measured with a CPU
+		// burner on every core: 2.26 to 2.38 per statement, 13.7 to 21.2
+		// per transaction; a counter that counted far more queries than
+		// ran (statements taken for transactions gives 0.3) fails.
+		if in.PerQuery == nil || *in.PerQuery < 1 {
+			t.Errorf("switches per query %v, want at least 1", deref(in.PerQuery))
 		}
 	}
 
 	// Transactions: what pgbench logged as done inside the same interval.
 	// pg_stat_database hears of them when each session flushes its
-	// counts (once a second while busy), hence the tolerance.
+	// counts, at most once a second while busy, so either end of the
+	// interval may lag by up to a second of transactions, and pgbench's
+	// one thread logs late when it waits for a CPU. Hence a tolerance of
+	// 1.5 s worth of transactions (48 % of a 3.1 s interval): with a CPU
+	// burner on every core the two parted by -23 % to +37 % (650 counted,
+	// 473 logged); a count off by a factor of 2 (or 7, statements) fails.
 	logged1 := loggedTransactions(t, prefix, from1, to1)
 	t.Logf("pgbench: %.0f tps overall; %d transactions logged in the first interval, %d counted", tps, logged1, in1.Queries.Count)
-	if !within(float64(in1.Queries.Count), float64(logged1), 0.25) {
+	if !within(float64(in1.Queries.Count), float64(logged1), 1.5/r1.Seconds) {
 		t.Errorf("pg_stat_database counted %d transactions, pgbench logged %d in the same %.1f s", in1.Queries.Count, logged1, r1.Seconds)
 	}
 	// pgbench's tps averages its whole run, while the rate above is one
 	// interval's: on a host where other work comes and goes the two part
-	// by more than a third (2305/s against 1667 once). The exact check is
-	// the one above, against what pgbench logged in the same interval;
-	// this one only catches a rate off by a unit or a factor.
-	if !within(in1.Queries.PerSecond, tps, 0.5) {
+	// by more than a third (2305/s against 1667 once; 208/s against 399
+	// with a CPU burner on every core). The exact check is the one above,
+	// against what pgbench logged in the same interval; this one only
+	// catches a rate off by a unit or a large factor (7: statements).
+	if in1.Queries.PerSecond < tps/3 || in1.Queries.PerSecond > 3*tps {
 		t.Errorf("%.0f transactions/s measured, pgbench reports %.0f tps", in1.Queries.PerSecond, tps)
 	}
 	// Statements: a pgbench transaction is 7 (BEGIN, 3 UPDATEs, SELECT,
 	// INSERT, END), counted by pg_stat_statements as each ends.
 	logged2 := loggedTransactions(t, prefix, from2, to2)
 	t.Logf("second interval: %d transactions logged, %d statements counted", logged2, in2.Queries.Count)
+	// pg_stat_statements counts each statement as it ends, in shared
+	// memory: with a CPU burner on every core the count was within 0.6 %
+	// of 7 x the logged transactions.
 	if !within(float64(in2.Queries.Count), 7*float64(logged2), 0.10) {
 		t.Errorf("pg_stat_statements counted %d statements, pgbench logged %d transactions (x7 = %d)", in2.Queries.Count, logged2, 7*logged2)
 	}
@@ -291,6 +310,8 @@ func checkPerCPU(t *testing.T, r *Report) {
 		sum += c.Switches
 	}
 	t.Logf("per-CPU sum %.0f/s, /proc/stat ctxt %.0f/s", sum, hf.Switches.Value)
+	// Two counts of the same switches over the same interval: with a CPU
+	// burner on every core they differed by at most 1 in 20,000.
 	if !within(sum, hf.Switches.Value, 0.10) {
 		t.Errorf("per-CPU switches sum to %.0f/s, /proc/stat ctxt says %.0f/s", sum, hf.Switches.Value)
 	}
@@ -327,7 +348,9 @@ func TestMariaDBQuestions(t *testing.T) {
 	// Only the server's switches are counted (the client is this test):
 	// its connection thread sleeps once per query, waiting for the next.
 	// The verdict's floor of 2 counts the client's too; a busy VM
-	// measured 1.99 here.
+	// measured 1.99 here, and 2.02 to 3.08 with a CPU burner on every
+	// core (5 runs). Queries counted twice, or a server that answered
+	// without sleeping between them, would give under 1.
 	if in.PerQuery == nil || *in.PerQuery < 1 {
 		t.Errorf("switches per query %v, want at least 1", deref(in.PerQuery))
 	}
@@ -368,8 +391,9 @@ func TestRedisCommands(t *testing.T) {
 	// One command at a time: Redis answers, then sleeps in epoll_wait
 	// until the next arrives, so at least one switch per command on its
 	// side (the verdict's floor of 2 counts the client's too; on a busy
-	// VM the server was seen at 1.8). Pipelined commands would give far
-	// less than one.
+	// VM the server was seen at 1.8; with a CPU burner on every core
+	// 2.01 to 3.65 in 5 runs). Pipelined commands would give far less
+	// than one: 200 PINGs in one write wake the server once or twice.
 	if in.PerQuery == nil || *in.PerQuery < 1 {
 		t.Errorf("switches per command %v, want at least 1 (one at a time, not pipelined)", deref(in.PerQuery))
 	}
