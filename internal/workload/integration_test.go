@@ -82,6 +82,10 @@ func checkResult(t *testing.T, what string, r *Result, s Spec, clients int) {
 	if span < s.Duration.Seconds()/2 {
 		t.Errorf("%s: series covers %.1fs of %s", what, span, s.Duration)
 	}
+	// The bounds below held in 5 runs of each workload with a CPU burner
+	// on every core: the series averaged 0.97 to 1.17 of the rate, busy
+	// clients were 0.89 to 1.04 of the clients, the slowest transaction
+	// took 966 ms.
 	rate := ops / span
 	busy := r.OpsPerSec * l.Mean.Seconds()
 	t.Logf("MEASURED %s: series averages %.2f of the result's rate, %.2f busy clients of %d, max latency %s", what, rate/r.OpsPerSec, busy, clients, l.Max.Round(time.Millisecond))
