@@ -353,8 +353,12 @@ func (r *run) announce() {
 	for _, a := range p.Arms {
 		r.out.bar.println(fmt.Sprintf("arm %-12s %s", a.Name, strings.Join(a.Knobs(), " ")))
 	}
-	r.out.bar.println(fmt.Sprintf("experiment %s: up to %d trials per arm%s (and up to %d more in place of excluded ones), %s each (+%s warm-up), seed %d",
-		r.meas.exp.ID, r.proto.perArm, sweepNote(p), p.Protocol.MaxReplace, time.Duration(p.Workload.Duration), time.Duration(p.Workload.Warmup), p.Protocol.Seed))
+	replace := ""
+	if n := p.Protocol.MaxReplace; n > 0 {
+		replace = fmt.Sprintf(" (and up to %d more in place of excluded ones)", n)
+	}
+	r.out.bar.println(fmt.Sprintf("experiment %s: up to %d trials per arm%s%s, %s each (+%s warm-up), seed %d",
+		r.meas.exp.ID, r.proto.perArm, sweepNote(p), replace, time.Duration(p.Workload.Duration), time.Duration(p.Workload.Warmup), p.Protocol.Seed))
 }
 
 func sweepNote(p *Plan) string {
