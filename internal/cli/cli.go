@@ -46,7 +46,14 @@ type Env struct {
 	// machine plans for its private servers alone; the machine's own
 	// servers, left out, count as the host's other processes.
 	Servers func(*facts.Instance) bool
+	// Version is the program's version: what 'dbhost version' prints, the
+	// man pages' header, dbhost_build_info and snapshot manifests carry.
+	// Empty is a development build (devVersion).
+	Version string
 }
+
+// devVersion is the version of a build that was not given one.
+const devVersion = "dev"
 
 // Main runs dbhost with os.Args-style arguments and returns the exit status.
 func Main(args []string, env Env) int {

@@ -204,7 +204,7 @@ func TestCollectEqualsLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.WriteSnapshot(f, ""); err != nil {
+	if err := h.WriteSnapshot(f, host.SnapshotInfo{}); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()

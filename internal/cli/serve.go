@@ -134,7 +134,7 @@ func (a *app) serveCmd() *cobra.Command {
 		}
 		ex, err := exporter.New(exporter.Config{
 			Set: set, Audit: audit, Interval: *interval, Jitter: 0.1, Timeout: *auditTimeout,
-			Version: host.Version, Logger: logger,
+			Version: a.env.Version, Logger: logger,
 		})
 		if err != nil {
 			return fail(err)
@@ -155,7 +155,7 @@ func (a *app) serveCmd() *cobra.Command {
 			defer c()
 			srv.Shutdown(shut)
 		}()
-		logger.Info("dbhost serve", "version", host.Version, "listen", strings.Join(addrs, ","), "interval", *interval, "collectors", strings.Join(set.Names(), ","))
+		logger.Info("dbhost serve", "version", a.env.Version, "listen", strings.Join(addrs, ","), "interval", *interval, "collectors", strings.Join(set.Names(), ","))
 		addrList := []string(addrs)
 		err = web.ListenAndServe(srv, &web.FlagConfig{WebListenAddresses: &addrList, WebSystemdSocket: systemdSocket, WebConfigFile: webConfig}, logger)
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -23,8 +23,11 @@ import (
 // SnapshotFormat names the archive layout; readers refuse other formats.
 const SnapshotFormat = "dbhost-snapshot/1"
 
-// Version is the tool version written into manifests (set by cmd/dbhost).
-var Version = "dev"
+// SnapshotInfo is what the writer of a snapshot adds to its manifest.
+type SnapshotInfo struct {
+	Note        string // free text: what the snapshot shows
+	ToolVersion string // the version of the program that wrote it
+}
 
 // Limits on a snapshot archive. A collection of a real host is far smaller
 // (the largest recorded here: 0.7 MB unpacked in 442 entries and 211
@@ -65,7 +68,7 @@ type Manifest struct {
 func (m Manifest) AsRoot() bool { return m.EUID == 0 }
 
 func liveManifest(h *Host) Manifest {
-	m := Manifest{Format: SnapshotFormat, ToolVersion: Version, EUID: os.Geteuid(), Arch: runtime.GOARCH, CollectedAt: time.Now().UTC(), Claims: true}
+	m := Manifest{Format: SnapshotFormat, EUID: os.Geteuid(), Arch: runtime.GOARCH, CollectedAt: time.Now().UTC(), Claims: true}
 	if b, err := h.readKey("proc/sys/kernel/hostname", 4096); err == nil {
 		m.Hostname = strings.TrimSpace(string(b))
 	}
@@ -86,17 +89,18 @@ func (h *Host) StartRecording() error {
 	return nil
 }
 
-// WriteSnapshot writes everything recorded since StartRecording as a gzipped
+// WriteSnapshot writes everything recorded since StartRecording, with the
+// writer's note and version in the manifest, as a gzipped
 // tar: manifest.json, probes.json (commands, system calls, database queries,
 // directory listings, links), errors.json, and fs/ with the files read.
-func (h *Host) WriteSnapshot(w io.Writer, note string) error {
+func (h *Host) WriteSnapshot(w io.Writer, info SnapshotInfo) error {
 	if h.rec == nil {
 		return errors.New("host is not recording")
 	}
 	h.rec.mu.Lock()
 	defer h.rec.mu.Unlock()
 	m := h.manifest
-	m.Note = note
+	m.Note, m.ToolVersion = info.Note, info.ToolVersion
 	// What OpenSnapshot would refuse is kept as an error instead, so a
 	// collection of an unusual host still opens and says what is missing.
 	errs := make(map[string]string, len(h.rec.errs))
