@@ -114,7 +114,7 @@ func (a *app) serveCmd() *cobra.Command {
 		}
 		logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
 		sel := check.Selector{Only: only, Skip: skip}
-		opts := facts.Options{Engine: engine.Options{NoConnect: *noConnect, Timeout: *dbTimeout, TrustServers: trustedDirs(trust)}}
+		opts := gatherOptions(engine.Options{NoConnect: *noConnect, Timeout: *dbTimeout, TrustServers: trustedDirs(trust)})
 		audit := func(ctx context.Context) (*metrics.Input, error) {
 			h, err := host.Open(*root)
 			if err != nil {
