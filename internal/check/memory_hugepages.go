@@ -978,23 +978,8 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		}
 		// Idle pages a database waits for are not surplus; those beyond
 		// its need are.
-		var waiting, transient []string
-		var need int64
-		for _, u := range pending {
-			if u.poolKB != p.SizeKB || u.advised {
-				continue
-			}
-			if !u.persists {
-				ev = append(ev, Ev("not counted: "+u.in.Name(), fmt.Sprintf("wants %d pages of %s, but %s", u.need, memPoolName(p.SizeKB), u.persistWhy), "instance"))
-				transient = append(transient, u.in.Name())
-				continue
-			}
-			waiting = append(waiting, fmt.Sprintf("%s needs %d", u.in.Name(), u.need))
-			need += u.need
-		}
-		if need > 0 {
-			need += hugeMargin(need)
-		}
+		waiting, transient, need, wev := poolWaiters(pending, p.SizeKB)
+		ev = append(ev, wev...)
 		notCounted = append(notCounted, transient...)
 		surplus := idle - need
 		if len(waiting) > 0 && (surplus*20 <= p.Total || uint64(max(surplus, 0))*p.Bytes() < 64*bMiB) {
@@ -1033,6 +1018,28 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		reason += " Not counted as waiting: " + strings.Join(notCounted, ", ") + ": started by hand, nothing starts them at boot (see evidence)."
 	}
 	return []Result{FailR(SubjectHost, reason, fx, ev...)}
+}
+
+// poolWaiters are the instances waiting for pages of a pool (sizeKB):
+// those something starts at boot, with the pages they need (plus the
+// margin), and those started by hand, not counted (with the evidence why).
+func poolWaiters(pending []hugeUser, sizeKB int) (waiting, transient []string, need int64, ev []Evidence) {
+	for _, u := range pending {
+		if u.poolKB != sizeKB || u.advised {
+			continue
+		}
+		if !u.persists {
+			ev = append(ev, Ev("not counted: "+u.in.Name(), fmt.Sprintf("wants %d pages of %s, but %s", u.need, memPoolName(sizeKB), u.persistWhy), "instance"))
+			transient = append(transient, u.in.Name())
+			continue
+		}
+		waiting = append(waiting, fmt.Sprintf("%s needs %d", u.in.Name(), u.need))
+		need += u.need
+	}
+	if need > 0 {
+		need += hugeMargin(need)
+	}
+	return waiting, transient, need, ev
 }
 
 // ---- mem.shm_limits ----
