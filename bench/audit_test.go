@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/fixture"
@@ -24,7 +25,7 @@ func BenchmarkAuditLive(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		f := facts.Gather(ctx, h, facts.Options{})
+		f := facts.Gather(ctx, h, check.GatherOptions(engine.Options{}))
 		check.RenderFixes(check.Run(f, check.Selector{}), fix.ContextFrom(f))
 	}
 }
@@ -50,7 +51,7 @@ func BenchmarkAuditSnapshot(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f := facts.Gather(ctx, h, facts.Options{})
+		f := facts.Gather(ctx, h, check.GatherOptions(engine.Options{}))
 		check.RenderFixes(check.Run(f, check.Selector{}), fix.ContextFrom(f))
 		h.Close()
 	}

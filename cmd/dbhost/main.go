@@ -6,13 +6,11 @@ import (
 	"os"
 
 	"github.com/dbhost/dbhost/internal/cli"
-	"github.com/dbhost/dbhost/internal/host"
 )
 
 // version is set at build time: -ldflags "-X main.version=..."
 var version = "dev"
 
 func main() {
-	host.Version = version
-	os.Exit(cli.Main(os.Args, cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin}))
+	os.Exit(cli.Main(os.Args, cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin, Version: version}))
 }

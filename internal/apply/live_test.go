@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
@@ -33,7 +34,7 @@ func liveFacts(t *testing.T) *facts.Facts {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	return facts.Gather(context.Background(), h, facts.Options{})
+	return facts.Gather(context.Background(), h, check.GatherOptions(engine.Options{}))
 }
 
 func liveFindings(t *testing.T, only ...string) ([]check.Finding, fix.Context) {

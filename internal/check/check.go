@@ -115,7 +115,7 @@ type Check struct {
 	Doc  string
 	Refs []string
 	// Sysctls names the kernel parameters Run reads (f.SysctlReading);
-	// Register has the facts gather them. A name read but not declared
+	// GatherOptions has the facts gather them. A name read but not declared
 	// reads as "not gathered" (TestSysctlsDeclared catches it).
 	Sysctls []string
 	// AllSysctls: Run reads every gathered kernel parameter, whoever
@@ -148,8 +148,26 @@ func Register(c Check) {
 			panic("check: " + c.ID + " declares kernel parameter " + strconv.Quote(n) + " (want a dotted name)")
 		}
 	}
-	facts.WantSysctl(c.Sysctls...)
 	registry[c.ID] = &c
+}
+
+// Sysctls lists, sorted, the kernel parameters the catalog's checks declare:
+// what the facts must gather (GatherOptions) for them to be judged.
+func Sysctls() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	var out []string
+	for _, c := range registry {
+		out = append(out, c.Sysctls...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// GatherOptions are the facts options an audit of the catalog gathers with:
+// the engines' options and every kernel parameter a check declares.
+func GatherOptions(e engine.Options) facts.Options {
+	return facts.Options{Engine: e, Sysctls: Sysctls()}
 }
 
 // All returns the catalog sorted by ID.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fixture"
 	"github.com/dbhost/dbhost/internal/fixture/derive"
@@ -25,7 +26,7 @@ func judge(t *testing.T, file string) map[string]check.Finding {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	f := facts.Gather(context.Background(), h, facts.Options{})
+	f := facts.Gather(context.Background(), h, check.GatherOptions(engine.Options{}))
 	out := map[string]check.Finding{}
 	for _, fd := range check.Run(f, check.Selector{}) {
 		out[fd.ID+" "+fd.Subject] = fd

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/testdb"
@@ -20,7 +21,7 @@ func liveFinding(t *testing.T, id string, pid int) check.Finding {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := facts.Gather(context.Background(), h, facts.Options{})
+	f := facts.Gather(context.Background(), h, check.GatherOptions(engine.Options{}))
 	for _, in := range f.Instances {
 		if in.PID != pid {
 			continue

@@ -235,7 +235,23 @@ func checkDirty(f *facts.Facts) []Result {
 	}
 	state := fmt.Sprintf("%s (%s, %.1f %% of RAM) and %s (%s, %.1f %%)",
 		dirty, humanBytes(dB), memPct(dB, ram), bg, humanBytes(bB), memPct(bB, ram))
-	var problems []string
+	problems, changes := dirtyProblems(dirty, bg, ram, maxDirty, maxBg, fixDirty, fixBg)
+	bench := "A write-heavy MySQL benchmark showed periodic throughput drops from dirty-page flushing (Dirty/Writeback in /proc/meminfo); dirty_background_ratio=1 flattened them at a 2.8 % throughput cost."
+	if len(problems) == 0 {
+		return []Result{PassR(SubjectHost, fmt.Sprintf("%s on a host with %s of RAM (%s: dirty at most %d %%, background at most %d %% and below dirty). %s If you see such periodic stalls, lower the background threshold further.",
+			state, humanBytes(ram), size, maxDirty, maxBg, bench), ev...)}
+	}
+	fx := &fix.Fix{Summary: "Lower the dirty page thresholds", Sysctl: changes}
+	return []Result{FailR(SubjectHost, fmt.Sprintf("%s on a host with %s of RAM: %s. Too much dirty data accumulates and is then flushed in long bursts that stall writers. %s",
+		state, humanBytes(ram), strings.Join(problems, "; "), bench), memHostOnly(f, fx), ev...)}
+}
+
+// dirtyProblems says what is wrong with the dirty thresholds on a host with
+// ram bytes, given the largest percentages allowed and those a fix sets,
+// and the sysctls that fix them (the last change of a key is the one that
+// holds).
+func dirtyProblems(dirty, bg memDirtyLimit, ram uint64, maxDirty, maxBg, fixDirty, fixBg int64) (problems []string, fixes []fix.KV) {
+	dB, bB := dirty.inBytes(ram), bg.inBytes(ram)
 	type change struct{ key, value string }
 	var changes []change
 	dirtyOK := dB*100 <= uint64(maxDirty)*ram
@@ -269,21 +285,14 @@ func checkDirty(f *facts.Facts) []Result {
 			changes = append(changes, change{"vm.dirty_background_ratio", strconv.FormatUint(max(1, half*100/ram), 10)})
 		}
 	}
-	bench := "A write-heavy MySQL benchmark showed periodic throughput drops from dirty-page flushing (Dirty/Writeback in /proc/meminfo); dirty_background_ratio=1 flattened them at a 2.8 % throughput cost."
-	if len(problems) == 0 {
-		return []Result{PassR(SubjectHost, fmt.Sprintf("%s on a host with %s of RAM (%s: dirty at most %d %%, background at most %d %% and below dirty). %s If you see such periodic stalls, lower the background threshold further.",
-			state, humanBytes(ram), size, maxDirty, maxBg, bench), ev...)}
-	}
-	fx := &fix.Fix{Summary: "Lower the dirty page thresholds"}
 	seen := map[string]bool{}
 	for i := len(changes) - 1; i >= 0; i-- { // the last change of a key is the one that holds
 		if !seen[changes[i].key] {
 			seen[changes[i].key] = true
-			fx.Sysctl = append([]fix.KV{{Key: changes[i].key, Value: changes[i].value}}, fx.Sysctl...)
+			fixes = append([]fix.KV{{Key: changes[i].key, Value: changes[i].value}}, fixes...)
 		}
 	}
-	return []Result{FailR(SubjectHost, fmt.Sprintf("%s on a host with %s of RAM: %s. Too much dirty data accumulates and is then flushed in long bursts that stall writers. %s",
-		state, humanBytes(ram), strings.Join(problems, "; "), bench), memHostOnly(f, fx), ev...)}
+	return problems, fixes
 }
 
 // memFirstUnreadable returns the first evidence value that says unreadable.

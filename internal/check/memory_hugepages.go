@@ -607,52 +607,80 @@ func judgePGHuge(f *facts.Facts, in *facts.Instance) Result {
 	if !useKnown {
 		return UnknownR(subj, fmt.Sprintf("cannot tell whether %s uses huge pages: %s", desc, memOr(in.Mem.SharedErr, "no shared memory mapping found")), ev...)
 	}
+	c := pgHugeCase{f: f, in: in, subj: subj, desc: desc, mode: mode, kb: kb, ev: ev, pool: pool, poolWhy: poolWhy, need: need, needKnown: needKnown}
 	if using {
-		reason := fmt.Sprintf("%s runs with huge pages (huge_pages = %s): its shared memory is mapped from the %s pool.", desc, mode, memPoolName(kb))
-		if poolWhy != "" || !needKnown {
-			return UnknownR(subj, reason+" dbhost cannot tell whether the next boot reserves enough pages: "+memOr(poolWhy, "the pages it needs are unknown"), ev...)
-		}
-		r, short, note := pgBootShort(f, in, mode, pool, need, ev)
-		if short {
-			return r
-		}
-		return PassR(subj, reason+note, ev...)
+		return c.using()
 	}
-	if poolWhy != "" {
-		if strings.HasPrefix(poolWhy, "cannot read") {
-			return UnknownR(subj, poolWhy, ev...)
+	return c.notUsing()
+}
+
+// pgHugeCase is what judgePGHuge read of a PostgreSQL instance whose huge
+// page use is known and whose huge_pages is on or try.
+type pgHugeCase struct {
+	f          *facts.Facts
+	in         *facts.Instance
+	subj, desc string
+	mode       string // huge_pages: on or try
+	kb         int    // the huge page size it would use
+	ev         []Evidence
+	pool       facts.HugePagePool
+	poolWhy    string // why the pool cannot be judged
+	need       int64  // pages its shared memory needs
+	needKnown  bool
+}
+
+// using judges an instance mapped from the pool: will the next boot still
+// reserve enough?
+func (c pgHugeCase) using() Result {
+	reason := fmt.Sprintf("%s runs with huge pages (huge_pages = %s): its shared memory is mapped from the %s pool.", c.desc, c.mode, memPoolName(c.kb))
+	if c.poolWhy != "" || !c.needKnown {
+		return UnknownR(c.subj, reason+" dbhost cannot tell whether the next boot reserves enough pages: "+memOr(c.poolWhy, "the pages it needs are unknown"), c.ev...)
+	}
+	r, short, note := pgBootShort(c.f, c.in, c.mode, c.pool, c.need, c.ev)
+	if short {
+		return r
+	}
+	return PassR(c.subj, reason+note, c.ev...)
+}
+
+// notUsing judges an instance asking for huge pages that runs without
+// them: try fell back, or on was set after it started.
+func (c pgHugeCase) notUsing() Result {
+	if c.poolWhy != "" {
+		if strings.HasPrefix(c.poolWhy, "cannot read") {
+			return UnknownR(c.subj, c.poolWhy, c.ev...)
 		}
-		r := FailR(subj, fmt.Sprintf("%s has huge_pages = %s, but %s.", desc, mode, poolWhy),
-			&fix.Fix{Summary: "Use a huge page size the kernel offers", Config: []fix.ConfigChange{{Instance: subj, Engine: string(in.Engine), Key: "huge_page_size", Value: "0", Restart: true}}}, ev...)
-		if mode == "on" {
+		r := FailR(c.subj, fmt.Sprintf("%s has huge_pages = %s, but %s.", c.desc, c.mode, c.poolWhy),
+			&fix.Fix{Summary: "Use a huge page size the kernel offers", Config: []fix.ConfigChange{{Instance: c.subj, Engine: string(c.in.Engine), Key: "huge_page_size", Value: "0", Restart: true}}}, c.ev...)
+		if c.mode == "on" {
 			r.Severity = Critical
 		}
 		return r
 	}
-	if !needKnown {
-		return UnknownR(subj, fmt.Sprintf("%s runs without huge pages (huge_pages = %s), but dbhost cannot tell how many it would need, so it cannot judge the pool: %s", desc, mode, memOr(in.Mem.SharedErr, "no shared memory mapping found")), ev...)
+	if !c.needKnown {
+		return UnknownR(c.subj, fmt.Sprintf("%s runs without huge pages (huge_pages = %s), but dbhost cannot tell how many it would need, so it cannot judge the pool: %s", c.desc, c.mode, memOr(c.in.Mem.SharedErr, "no shared memory mapping found")), c.ev...)
 	}
-	avail := pool.Available()
-	enough := avail >= need
+	avail := c.pool.Available()
+	enough := avail >= c.need
 	switch {
-	case mode == "try" && !enough:
-		return FailR(subj, fmt.Sprintf("%s has huge_pages = try, but the %s pool has %d pages available and its shared memory needs %d: PostgreSQL silently fell back to 4 kB pages. %s%s", desc, memPoolName(kb), avail, need, hugeBench, othersWaiting(f, pool, in)),
-			pgHugeFix(f, in, pool, "", need, true), ev...)
-	case mode == "try":
-		return FailR(subj, fmt.Sprintf("%s has huge_pages = try and runs without huge pages, although the %s pool now has %d pages available of the %d it needs (reserved after the server started): restart it with huge_pages = on to use them and to fail loudly if they are ever missing.", desc, memPoolName(kb), avail, need),
-			pgHugeFix(f, in, pool, "", need, true), ev...)
+	case c.mode == "try" && !enough:
+		return FailR(c.subj, fmt.Sprintf("%s has huge_pages = try, but the %s pool has %d pages available and its shared memory needs %d: PostgreSQL silently fell back to 4 kB pages. %s%s", c.desc, memPoolName(c.kb), avail, c.need, hugeBench, othersWaiting(c.f, c.pool, c.in)),
+			pgHugeFix(c.f, c.in, c.pool, "", c.need, true), c.ev...)
+	case c.mode == "try":
+		return FailR(c.subj, fmt.Sprintf("%s has huge_pages = try and runs without huge pages, although the %s pool now has %d pages available of the %d it needs (reserved after the server started): restart it with huge_pages = on to use them and to fail loudly if they are ever missing.", c.desc, memPoolName(c.kb), avail, c.need),
+			pgHugeFix(c.f, c.in, c.pool, "", c.need, true), c.ev...)
 	case !enough:
-		r := FailR(subj, fmt.Sprintf("%s has huge_pages = on but does not use huge pages (the setting changed after it started), and the %s pool has %d pages available of the %d it needs: the next restart or reboot fails with \"could not map anonymous shared memory\" and the server stays down.%s", desc, memPoolName(kb), avail, need, othersWaiting(f, pool, in)),
-			pgHugeFix(f, in, pool, "", need, true), ev...)
+		r := FailR(c.subj, fmt.Sprintf("%s has huge_pages = on but does not use huge pages (the setting changed after it started), and the %s pool has %d pages available of the %d it needs: the next restart or reboot fails with \"could not map anonymous shared memory\" and the server stays down.%s", c.desc, memPoolName(c.kb), avail, c.need, othersWaiting(c.f, c.pool, c.in)),
+			pgHugeFix(c.f, c.in, c.pool, "", c.need, true), c.ev...)
 		r.Severity = Critical
 		return r
 	}
-	if r, short, _ := pgBootShort(f, in, mode, pool, need, ev); short {
+	if r, short, _ := pgBootShort(c.f, c.in, c.mode, c.pool, c.need, c.ev); short {
 		r.Reason += " (It runs without huge pages now: the setting changed after it started.)"
 		return r
 	}
-	return FailR(subj, fmt.Sprintf("%s has huge_pages = on but runs without huge pages (the setting changed after it started); the %s pool has the %d pages it needs, so a restart will use them.", desc, memPoolName(kb), need),
-		&fix.Fix{Summary: "Restart PostgreSQL to use huge pages", Manual: "Restart " + subj + " (a reload is not enough: shared memory is mapped at start)."}, ev...)
+	return FailR(c.subj, fmt.Sprintf("%s has huge_pages = on but runs without huge pages (the setting changed after it started); the %s pool has the %d pages it needs, so a restart will use them.", c.desc, memPoolName(c.kb), c.need),
+		&fix.Fix{Summary: "Restart PostgreSQL to use huge pages", Manual: "Restart " + c.subj + " (a reload is not enough: shared memory is mapped at start)."}, c.ev...)
 }
 
 // pgUsesHuge reports whether the postmaster maps huge pages: PostgreSQL
@@ -950,23 +978,8 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		}
 		// Idle pages a database waits for are not surplus; those beyond
 		// its need are.
-		var waiting, transient []string
-		var need int64
-		for _, u := range pending {
-			if u.poolKB != p.SizeKB || u.advised {
-				continue
-			}
-			if !u.persists {
-				ev = append(ev, Ev("not counted: "+u.in.Name(), fmt.Sprintf("wants %d pages of %s, but %s", u.need, memPoolName(p.SizeKB), u.persistWhy), "instance"))
-				transient = append(transient, u.in.Name())
-				continue
-			}
-			waiting = append(waiting, fmt.Sprintf("%s needs %d", u.in.Name(), u.need))
-			need += u.need
-		}
-		if need > 0 {
-			need += hugeMargin(need)
-		}
+		waiting, transient, need, wev := poolWaiters(pending, p.SizeKB)
+		ev = append(ev, wev...)
 		notCounted = append(notCounted, transient...)
 		surplus := idle - need
 		if len(waiting) > 0 && (surplus*20 <= p.Total || uint64(max(surplus, 0))*p.Bytes() < 64*bMiB) {
@@ -1005,6 +1018,28 @@ func checkHugePagesUnused(f *facts.Facts) []Result {
 		reason += " Not counted as waiting: " + strings.Join(notCounted, ", ") + ": started by hand, nothing starts them at boot (see evidence)."
 	}
 	return []Result{FailR(SubjectHost, reason, fx, ev...)}
+}
+
+// poolWaiters are the instances waiting for pages of a pool (sizeKB):
+// those something starts at boot, with the pages they need (plus the
+// margin), and those started by hand, not counted (with the evidence why).
+func poolWaiters(pending []hugeUser, sizeKB int) (waiting, transient []string, need int64, ev []Evidence) {
+	for _, u := range pending {
+		if u.poolKB != sizeKB || u.advised {
+			continue
+		}
+		if !u.persists {
+			ev = append(ev, Ev("not counted: "+u.in.Name(), fmt.Sprintf("wants %d pages of %s, but %s", u.need, memPoolName(sizeKB), u.persistWhy), "instance"))
+			transient = append(transient, u.in.Name())
+			continue
+		}
+		waiting = append(waiting, fmt.Sprintf("%s needs %d", u.in.Name(), u.need))
+		need += u.need
+	}
+	if need > 0 {
+		need += hugeMargin(need)
+	}
+	return waiting, transient, need, ev
 }
 
 // ---- mem.shm_limits ----

@@ -323,6 +323,19 @@ func checkTHPPersisted(f *facts.Facts) []Result {
 		}
 		return []Result{UnknownR(SubjectHost, "cannot read the THP enabled setting: "+memReadingErr(t.Enabled), EvReading("transparent_hugepage/enabled", t.Enabled))}
 	}
+	j := &thpPersistJudgement{f: f, wanted: thpWantedModes(needs), fx: &fix.Fix{Summary: "Persist the THP settings"}}
+	for _, k := range keys {
+		j.ev = append(j.ev, EvReading("transparent_hugepage/"+k.key, k.r))
+		if k.r.OK() {
+			j.judge(k.key, k.r)
+		}
+	}
+	return j.verdict()
+}
+
+// thpWantedModes are the modes the engines agree on for enabled and (when
+// one gives a reason) defrag: what to persist instead of the running value.
+func thpWantedModes(needs []thpNeed) map[string]string {
 	wanted := map[string]string{}
 	if v, _ := combineTHP(needs, func(n thpNeed) []string { return n.enabled }, thpOrder["enabled"]); len(v.ok) > 0 && !v.conflict && len(v.unknown) == 0 {
 		wanted["enabled"] = v.ok[0]
@@ -330,89 +343,101 @@ func checkTHPPersisted(f *facts.Facts) []Result {
 	if v, _ := combineTHP(needs, func(n thpNeed) []string { return n.defrag }, thpOrder["defrag"]); len(v.ok) > 0 && !v.conflict && len(v.unknown) == 0 && v.reasons != nil {
 		wanted["defrag"] = v.ok[0]
 	}
-	var ev []Evidence
-	var problems, fine, garbage, unknownBoot []string
-	fx := &fix.Fix{Summary: "Persist the THP settings"}
-	var manual []string
-	for _, k := range keys {
-		ev = append(ev, EvReading("transparent_hugepage/"+k.key, k.r))
-		if !k.r.OK() {
-			continue
+	return wanted
+}
+
+// thpPersistJudgement collects, key by key, what mem.thp_persisted finds.
+type thpPersistJudgement struct {
+	f                                    *facts.Facts
+	wanted                               map[string]string
+	ev                                   []Evidence
+	problems, fine, garbage, unknownBoot []string
+	manual                               []string
+	fx                                   *fix.Fix
+}
+
+// judge compares one readable THP key's running value with what the next
+// boot sets (a file, TuneD, or the kernel's default).
+func (j *thpPersistJudgement) judge(key string, r host.Reading) {
+	f, t := j.f, j.f.Memory.THP
+	run, why := facts.THPMode(r, key)
+	if why != "" {
+		j.garbage = append(j.garbage, why)
+		return
+	}
+	boot, all, found := t.BootValue(key)
+	for _, p := range all {
+		j.ev = append(j.ev, Ev("boot: "+key, p.Value, thpWhere(p)))
+	}
+	if key == "enabled" && f.Tuned.Active != "" {
+		if p, ok := f.Tuned.VM["transparent_hugepages"]; ok {
+			p.Key = "enabled"
+			boot, found = p, true
+			j.ev = append(j.ev, Ev("boot: enabled (TuneD profile "+f.Tuned.Active+")", p.Value, thpWhere(p)))
 		}
-		run, why := facts.THPMode(k.r, k.key)
+	}
+	// The value to persist: the one the engines agree on, else the
+	// running one.
+	keep := run
+	if w, ok := j.wanted[key]; ok {
+		keep = w
+	}
+	switch {
+	case found && boot.Value == run:
+		j.fine = append(j.fine, fmt.Sprintf("%s %q is set at boot by %s", key, run, thpWhere(boot)))
+		return
+	case found:
+		j.problems = append(j.problems, fmt.Sprintf("%s is %q now, but the next boot sets %q (%s)", key, run, boot.Value, thpWhere(boot)))
+		if !strings.HasPrefix(boot.File, "/etc/tmpfiles.d/60-dbhost") {
+			j.manual = append(j.manual, fmt.Sprintf("remove or change the %s setting in %s", key, thpWhere(boot)))
+		}
+	default:
+		def, defWhere, why := thpBootDefault(f, key)
 		if why != "" {
-			garbage = append(garbage, why)
-			continue
+			j.ev = append(j.ev, Ev("boot default: "+key, "unknown: "+why, "kernel build configuration"))
+			j.unknownBoot = append(j.unknownBoot, fmt.Sprintf("%s is %q and nothing sets it at boot, but the kernel's build default is unknown (%s)", key, run, why))
+			// Persisting it is harmless if it is the default, and
+			// needed if it is not: the fix (used only with other
+			// problems) includes it.
+			j.fx.Sysfs = append(j.fx.Sysfs, fix.KV{Key: facts.THPDir + "/" + key, Value: keep})
+			j.fx.Cmdline = []string{"transparent_hugepage=" + keep}
+			return
 		}
-		boot, all, found := t.BootValue(k.key)
-		for _, p := range all {
-			ev = append(ev, Ev("boot: "+k.key, p.Value, thpWhere(p)))
+		j.ev = append(j.ev, Ev("boot default: "+key, def, defWhere))
+		if def == run {
+			return // the kernel's default: nothing to persist
 		}
-		if k.key == "enabled" && f.Tuned.Active != "" {
-			if p, ok := f.Tuned.VM["transparent_hugepages"]; ok {
-				p.Key = "enabled"
-				boot, found = p, true
-				ev = append(ev, Ev("boot: enabled (TuneD profile "+f.Tuned.Active+")", p.Value, thpWhere(p)))
-			}
-		}
-		// The value to persist: the one the engines agree on, else the
-		// running one.
-		keep := run
-		if w, ok := wanted[k.key]; ok {
-			keep = w
-		}
-		switch {
-		case found && boot.Value == run:
-			fine = append(fine, fmt.Sprintf("%s %q is set at boot by %s", k.key, run, thpWhere(boot)))
-			continue
-		case found:
-			problems = append(problems, fmt.Sprintf("%s is %q now, but the next boot sets %q (%s)", k.key, run, boot.Value, thpWhere(boot)))
-			if !strings.HasPrefix(boot.File, "/etc/tmpfiles.d/60-dbhost") {
-				manual = append(manual, fmt.Sprintf("remove or change the %s setting in %s", k.key, thpWhere(boot)))
-			}
-		default:
-			def, defWhere, why := thpBootDefault(f, k.key)
-			if why != "" {
-				ev = append(ev, Ev("boot default: "+k.key, "unknown: "+why, "kernel build configuration"))
-				unknownBoot = append(unknownBoot, fmt.Sprintf("%s is %q and nothing sets it at boot, but the kernel's build default is unknown (%s)", k.key, run, why))
-				// Persisting it is harmless if it is the default, and
-				// needed if it is not: the fix (used only with other
-				// problems) includes it.
-				fx.Sysfs = append(fx.Sysfs, fix.KV{Key: facts.THPDir + "/" + k.key, Value: keep})
-				fx.Cmdline = []string{"transparent_hugepage=" + keep}
-				continue
-			}
-			ev = append(ev, Ev("boot default: "+k.key, def, defWhere))
-			if def == run {
-				continue // the kernel's default: nothing to persist
-			}
-			problems = append(problems, fmt.Sprintf("%s is %q at runtime only: nothing sets it at boot, so it reverts to the kernel's default %q (%s) after a reboot", k.key, run, def, defWhere))
-		}
-		fx.Sysfs = append(fx.Sysfs, fix.KV{Key: facts.THPDir + "/" + k.key, Value: keep})
-		if k.key == "enabled" {
-			fx.Cmdline = []string{"transparent_hugepage=" + keep}
-		}
+		j.problems = append(j.problems, fmt.Sprintf("%s is %q at runtime only: nothing sets it at boot, so it reverts to the kernel's default %q (%s) after a reboot", key, run, def, defWhere))
 	}
-	if len(problems) == 0 && len(garbage)+len(unknownBoot) > 0 {
-		return []Result{UnknownR(SubjectHost, "cannot judge the THP settings: "+strings.Join(append(garbage, unknownBoot...), "; "), ev...)}
+	j.fx.Sysfs = append(j.fx.Sysfs, fix.KV{Key: facts.THPDir + "/" + key, Value: keep})
+	if key == "enabled" {
+		j.fx.Cmdline = []string{"transparent_hugepage=" + keep}
 	}
-	if len(problems) == 0 {
+}
+
+// verdict: fail on a problem, else unknown on what could not be judged,
+// else pass.
+func (j *thpPersistJudgement) verdict() []Result {
+	if len(j.problems) == 0 && len(j.garbage)+len(j.unknownBoot) > 0 {
+		return []Result{UnknownR(SubjectHost, "cannot judge the THP settings: "+strings.Join(append(j.garbage, j.unknownBoot...), "; "), j.ev...)}
+	}
+	if len(j.problems) == 0 {
 		reason := "The running THP values are what the next boot sets"
-		if len(fine) > 0 {
-			reason += ": " + strings.Join(fine, "; ")
+		if len(j.fine) > 0 {
+			reason += ": " + strings.Join(j.fine, "; ")
 		} else {
 			reason += " (the kernel's defaults; nothing changes them at runtime)"
 		}
-		return []Result{PassR(SubjectHost, reason+".", ev...)}
+		return []Result{PassR(SubjectHost, reason+".", j.ev...)}
 	}
-	if len(manual) > 0 {
-		fx.Manual = "Also " + strings.Join(manual, "; ") + ": it runs after tmpfiles.d and would override the fix."
+	if len(j.manual) > 0 {
+		j.fx.Manual = "Also " + strings.Join(j.manual, "; ") + ": it runs after tmpfiles.d and would override the fix."
 	}
-	reason := strings.Join(problems, "; ") + ". The databases would come back after a reboot with a THP mode nobody checked."
-	if len(unknownBoot) > 0 {
-		reason += " Also " + strings.Join(unknownBoot, "; ") + ": the fix persists it too."
+	reason := strings.Join(j.problems, "; ") + ". The databases would come back after a reboot with a THP mode nobody checked."
+	if len(j.unknownBoot) > 0 {
+		reason += " Also " + strings.Join(j.unknownBoot, "; ") + ": the fix persists it too."
 	}
-	return []Result{FailR(SubjectHost, reason, memHostOnly(f, fx), ev...)}
+	return []Result{FailR(SubjectHost, reason, memHostOnly(j.f, j.fx), j.ev...)}
 }
 
 // thpBootDefault is the value a THP key has after a boot that sets nothing:

@@ -308,7 +308,7 @@ func TestMySQLLiveFixesFlip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := facts.Gather(context.Background(), h, facts.Options{})
+		f := facts.Gather(context.Background(), h, check.GatherOptions(engine.Options{}))
 		out := map[string]check.Finding{}
 		for _, fd := range check.Run(f, check.Selector{Only: ids}) {
 			if fd.Subject == "mysql:"+strconv.Itoa(s.Port) {

@@ -382,41 +382,49 @@ func checkLocalPortRange(f *facts.Facts) []Result {
 	}
 	want := all.String()
 	for _, h := range hits {
-		in := h.in
-		var listen []string
-		for _, l := range in.Listen {
-			if l.Proto != "unix" {
-				listen = append(listen, l.String())
-			}
+		if r, ok := judgeInstancePorts(f, h.in, h.ports, lo, hi, want, ev); ok {
+			out = append(out, r)
 		}
-		if len(listen) == 0 {
-			continue
-		}
-		iev := append([]Evidence{Ev("listening", strings.Join(listen, ", "), "/proc/net/tcp, /proc/net/tcp6")}, ev...)
-		if len(h.ports) == 0 {
-			var res []string
-			seen := map[int]bool{}
-			for _, l := range in.Listen {
-				if l.Proto != "unix" && l.Port >= lo && l.Port <= hi && !seen[l.Port] {
-					seen[l.Port] = true
-					res = append(res, strconv.Itoa(l.Port))
-				}
-			}
-			msg := fmt.Sprintf("Its TCP ports are outside the ephemeral range %d-%d.", lo, hi)
-			if len(res) > 0 {
-				msg = fmt.Sprintf("Its TCP port %s lies in the ephemeral range %d-%d but is reserved (ip_local_reserved_ports), so outgoing connections never take it.", strings.Join(res, ", "), lo, hi)
-			}
-			out = append(out, PassR(in.Name(), msg, iev...))
-			continue
-		}
-		ps := make([]string, len(h.ports))
-		for i, p := range h.ports {
-			ps[i] = strconv.Itoa(p)
-		}
-		fx := netFix(f, "Reserve the database ports", "net.ipv4.ip_local_reserved_ports", want)
-		out = append(out, FailR(in.Name(), fmt.Sprintf("It listens on port %s, inside the ephemeral range %d-%d and not reserved: an outgoing connection can take the port while the server is down, and then it cannot bind at restart (\"Address already in use\").", strings.Join(ps, ", "), lo, hi), fx, iev...))
 	}
 	return out
+}
+
+// judgeInstancePorts judges an instance's TCP ports against the ephemeral
+// range lo-hi: ports are those in it and not reserved; want is the
+// reserved-ports value every instance's fix sets. It has no verdict for
+// an instance that listens on no TCP port.
+func judgeInstancePorts(f *facts.Facts, in *facts.Instance, ports []int, lo, hi int, want string, ev []Evidence) (Result, bool) {
+	var listen []string
+	for _, l := range in.Listen {
+		if l.Proto != "unix" {
+			listen = append(listen, l.String())
+		}
+	}
+	if len(listen) == 0 {
+		return Result{}, false
+	}
+	iev := append([]Evidence{Ev("listening", strings.Join(listen, ", "), "/proc/net/tcp, /proc/net/tcp6")}, ev...)
+	if len(ports) == 0 {
+		var res []string
+		seen := map[int]bool{}
+		for _, l := range in.Listen {
+			if l.Proto != "unix" && l.Port >= lo && l.Port <= hi && !seen[l.Port] {
+				seen[l.Port] = true
+				res = append(res, strconv.Itoa(l.Port))
+			}
+		}
+		msg := fmt.Sprintf("Its TCP ports are outside the ephemeral range %d-%d.", lo, hi)
+		if len(res) > 0 {
+			msg = fmt.Sprintf("Its TCP port %s lies in the ephemeral range %d-%d but is reserved (ip_local_reserved_ports), so outgoing connections never take it.", strings.Join(res, ", "), lo, hi)
+		}
+		return PassR(in.Name(), msg, iev...), true
+	}
+	ps := make([]string, len(ports))
+	for i, p := range ports {
+		ps[i] = strconv.Itoa(p)
+	}
+	fx := netFix(f, "Reserve the database ports", "net.ipv4.ip_local_reserved_ports", want)
+	return FailR(in.Name(), fmt.Sprintf("It listens on port %s, inside the ephemeral range %d-%d and not reserved: an outgoing connection can take the port while the server is down, and then it cannot bind at restart (\"Address already in use\").", strings.Join(ps, ", "), lo, hi), fx, iev...), true
 }
 
 // ---- net.listen_all ----

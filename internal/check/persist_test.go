@@ -15,7 +15,7 @@ import (
 // every parameter the catalog reads (check.Check.Sysctls), and no entry for
 // one it does not, each with its source.
 func TestKernelDefaultsCoverCatalog(t *testing.T) {
-	read := facts.SysctlNames()
+	read := check.Sysctls()
 	table := facts.KernelDefaultNames()
 	for _, n := range table {
 		if !slices.Contains(read, n) {

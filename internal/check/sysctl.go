@@ -112,7 +112,7 @@ func checkSysctlDrift(f *facts.Facts) []Result {
 	var ev []Evidence
 	compared := 0
 	rt := runtimeOnlyScan{noDefaults: noKernelDefaults(f)}
-	for _, name := range facts.SysctlNames() {
+	for _, name := range f.SysctlNames() {
 		r := f.SysctlReading(name)
 		if !r.OK() {
 			continue

@@ -142,11 +142,11 @@ func TestSysctlsDeclared(t *testing.T) {
 	t.Logf("%d checks on %d recorded hosts and table cases", len(check.All()), len(names))
 }
 
-// TestSysctlsGatheredForSomeone: the gatherer collects exactly the union of
-// what the checks declare (facts itself reads none), so nothing is gathered
-// (and recorded by collect) for nobody. Other consumers declare theirs in
-// their own packages (experiment.HostFacts: vm.dirty_bytes and
-// vm.dirty_background_bytes), which this test binary does not link.
+// TestSysctlsGatheredForSomeone: gathered with GatherOptions, the facts hold
+// exactly the union of what the checks declare (facts itself reads none), so
+// nothing is gathered (and recorded by collect) for nobody, and nothing a
+// check declares is missing. Other consumers name theirs in their own calls
+// (experiment.HostFacts: vm.dirty_bytes and vm.dirty_background_bytes).
 func TestSysctlsGatheredForSomeone(t *testing.T) {
 	declared := map[string]bool{}
 	for _, c := range check.All() {
@@ -154,7 +154,10 @@ func TestSysctlsGatheredForSomeone(t *testing.T) {
 			declared[n] = true
 		}
 	}
-	gathered := facts.SysctlNames()
+	gathered := fixture.Facts(t, "baseline").SysctlNames()
+	if !reflect.DeepEqual(gathered, check.Sysctls()) {
+		t.Errorf("gathered %v, check.Sysctls %v", gathered, check.Sysctls())
+	}
 	for _, n := range gathered {
 		if !declared[n] {
 			t.Errorf("sysctl %s is gathered, but no check declares it", n)

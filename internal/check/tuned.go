@@ -93,9 +93,45 @@ func checkTunedOverrides(f *facts.Facts) []Result {
 	if len(t.Chain) == 0 {
 		return []Result{UnknownR(SubjectHost, fmt.Sprintf("TuneD profile %q is active but not found in %s: cannot tell what it applies.", t.Active, "/etc/tuned or /usr/lib/tuned"), ev...)}
 	}
-	var conflicts, raw, masked []string
-	fx := &fix.Fix{Summary: "Override TuneD profile " + t.Active + " in a child profile", HostOnly: f.System.Container != ""}
+	j := &tunedJudgement{ev: ev, fx: &fix.Fix{Summary: "Override TuneD profile " + t.Active + " in a child profile", HostOnly: f.System.Container != ""}}
+	// Four independent parts of the profile, judged in this order (the
+	// order of the reasons and of the fix).
+	j.sysctls(f)
+	j.thp(f)
+	j.elevator(t)
+	j.readahead(t)
 
+	notes := j.notes(f)
+	if len(j.conflicts) == 0 {
+		return []Result{PassR(SubjectHost, fmt.Sprintf("TuneD profile %s sets nothing that conflicts with dbhost's recommendations or sysctl.d.%s", t.Active, notes), j.ev...)}
+	}
+	why := fmt.Sprintf("TuneD profile %s re-applies at every start: %s. Changing sysctl.d, udev rules or the kernel command line does not stick against it; put the values in a child profile that includes %s and activate it (tuned-adm profile dbhost).%s", t.Active, strings.Join(j.conflicts, "; "), t.Active, notes)
+	fx := j.fx
+	if len(fx.Sysctl) == 0 && len(fx.Sysfs) == 0 && len(fx.TunedDisk) == 0 {
+		fx.Manual = "Create /etc/tuned/dbhost/tuned.conf with include=" + t.Active + " and the values above, then run tuned-adm profile dbhost."
+	}
+	return []Result{FailR(SubjectHost, why, fx, j.ev...)}
+}
+
+// tunedJudgement collects what tuned.overrides finds in a profile: values
+// that conflict (with evidence and a fix), values TuneD computes at run time
+// (raw, not judged) and sysctls sysctl.d replaces (masked).
+type tunedJudgement struct {
+	conflicts, raw, masked []string
+	ev                     []Evidence
+	fx                     *fix.Fix
+}
+
+// conflict records a value the profile sets that dbhost would not.
+func (j *tunedJudgement) conflict(why, key, value, where string) {
+	j.conflicts = append(j.conflicts, why)
+	j.ev = append(j.ev, Ev(key, value, where))
+}
+
+// sysctls judges the profile's [sysctl] section: against dbhost's advice,
+// and against sysctl.d, which wins only with reapply_sysctl=1.
+func (j *tunedJudgement) sysctls(f *facts.Facts) {
+	t := f.Tuned
 	names := make([]string, 0, len(t.Sysctl))
 	for n := range t.Sysctl {
 		names = append(names, n)
@@ -105,13 +141,13 @@ func checkTunedOverrides(f *facts.Facts) []Result {
 		tv := t.Sysctl[name]
 		where := persistedWhere(tv)
 		if strings.Contains(tv.Value, "${") {
-			raw = append(raw, fmt.Sprintf("%s = %s (%s)", name, tv.Value, where))
+			j.raw = append(j.raw, fmt.Sprintf("%s = %s (%s)", name, tv.Value, where))
 			continue
 		}
 		p, inFiles := f.Persist.PersistedSysctl(name)
 		if inFiles && t.ReapplySysctl {
 			if normSysctl(p.Value) != normSysctl(tv.Value) {
-				masked = append(masked, fmt.Sprintf("%s = %s (%s) is replaced by %s from %s", name, tv.Value, where, p.Value, persistedWhere(p)))
+				j.masked = append(j.masked, fmt.Sprintf("%s = %s (%s) is replaced by %s from %s", name, tv.Value, where, p.Value, persistedWhere(p)))
 			}
 			continue
 		}
@@ -134,58 +170,73 @@ func checkTunedOverrides(f *facts.Facts) []Result {
 		if !bad {
 			continue
 		}
-		conflicts = append(conflicts, fmt.Sprintf("%s = %s (%s): %s", name, tv.Value, where, why))
-		ev = append(ev, Ev(name, tv.Value, where))
-		fx.Sysctl = append(fx.Sysctl, fix.KV{Key: name, Value: want})
+		j.conflict(fmt.Sprintf("%s = %s (%s): %s", name, tv.Value, where, why), name, tv.Value, where)
+		j.fx.Sysctl = append(j.fx.Sysctl, fix.KV{Key: name, Value: want})
 	}
+}
 
-	if thp, ok := t.VM["transparent_hugepages"]; ok {
-		want, why := tunedWantedTHP(f)
-		switch {
-		case strings.Contains(thp.Value, "${"):
-			raw = append(raw, fmt.Sprintf("transparent_hugepages = %s (%s)", thp.Value, persistedWhere(thp)))
-		case thp.Value != want && !(want == "never" && thp.Value == "madvise" && onlyRedisOrNone(f)):
-			conflicts = append(conflicts, fmt.Sprintf("[vm] transparent_hugepages = %s (%s): %s; TuneD sets it at every start, over the kernel command line", thp.Value, persistedWhere(thp), why))
-			ev = append(ev, Ev("transparent_hugepages", thp.Value, persistedWhere(thp)))
-			fx.Sysfs = append(fx.Sysfs, fix.KV{Key: "/sys/kernel/mm/transparent_hugepage/enabled", Value: want})
-		}
+// thp judges [vm] transparent_hugepages against what the engines want.
+func (j *tunedJudgement) thp(f *facts.Facts) {
+	thp, ok := f.Tuned.VM["transparent_hugepages"]
+	if !ok {
+		return
 	}
-	if el, ok := t.Disk["elevator"]; ok && (el.Value == "bfq" || el.Value == "cfq") {
-		conflicts = append(conflicts, fmt.Sprintf("[disk] elevator = %s (%s): fair-queueing schedulers add latency for databases; use none (NVMe, virtual disks) or mq-deadline", el.Value, persistedWhere(el)))
-		ev = append(ev, Ev("elevator", el.Value, persistedWhere(el)))
-		fx.TunedDisk = append(fx.TunedDisk, fix.KV{Key: "elevator", Value: "mq-deadline"})
+	want, why := tunedWantedTHP(f)
+	switch {
+	case strings.Contains(thp.Value, "${"):
+		j.raw = append(j.raw, fmt.Sprintf("transparent_hugepages = %s (%s)", thp.Value, persistedWhere(thp)))
+	case thp.Value != want && !(want == "never" && thp.Value == "madvise" && onlyRedisOrNone(f)):
+		j.conflict(fmt.Sprintf("[vm] transparent_hugepages = %s (%s): %s; TuneD sets it at every start, over the kernel command line", thp.Value, persistedWhere(thp), why),
+			"transparent_hugepages", thp.Value, persistedWhere(thp))
+		j.fx.Sysfs = append(j.fx.Sysfs, fix.KV{Key: "/sys/kernel/mm/transparent_hugepage/enabled", Value: want})
 	}
-	if ra, ok := t.Disk["readahead"]; ok {
-		if kb, ok := tunedReadaheadKB(ra.Value); ok && kb > 128 {
-			conflicts = append(conflicts, fmt.Sprintf("[disk] readahead = %s (%s): %d KB of read-ahead per request fills the page cache with neighbouring data random-access databases never read; the kernel default is 128 KB", ra.Value, persistedWhere(ra), kb))
-			ev = append(ev, Ev("readahead", ra.Value, persistedWhere(ra)))
-			fx.TunedDisk = append(fx.TunedDisk, fix.KV{Key: "readahead", Value: "128"})
-		} else if !ok {
-			raw = append(raw, fmt.Sprintf("readahead = %s (%s)", ra.Value, persistedWhere(ra)))
-		}
-	}
+}
 
+// elevator judges [disk] elevator: fair-queueing schedulers are refused.
+func (j *tunedJudgement) elevator(t facts.Tuned) {
+	el, ok := t.Disk["elevator"]
+	if !ok || (el.Value != "bfq" && el.Value != "cfq") {
+		return
+	}
+	j.conflict(fmt.Sprintf("[disk] elevator = %s (%s): fair-queueing schedulers add latency for databases; use none (NVMe, virtual disks) or mq-deadline", el.Value, persistedWhere(el)),
+		"elevator", el.Value, persistedWhere(el))
+	j.fx.TunedDisk = append(j.fx.TunedDisk, fix.KV{Key: "elevator", Value: "mq-deadline"})
+}
+
+// readahead judges [disk] readahead: more than the kernel's 128 KB is refused.
+func (j *tunedJudgement) readahead(t facts.Tuned) {
+	ra, ok := t.Disk["readahead"]
+	if !ok {
+		return
+	}
+	kb, ok := tunedReadaheadKB(ra.Value)
+	switch {
+	case !ok:
+		j.raw = append(j.raw, fmt.Sprintf("readahead = %s (%s)", ra.Value, persistedWhere(ra)))
+	case kb > 128:
+		j.conflict(fmt.Sprintf("[disk] readahead = %s (%s): %d KB of read-ahead per request fills the page cache with neighbouring data random-access databases never read; the kernel default is 128 KB", ra.Value, persistedWhere(ra), kb),
+			"readahead", ra.Value, persistedWhere(ra))
+		j.fx.TunedDisk = append(j.fx.TunedDisk, fix.KV{Key: "readahead", Value: "128"})
+	}
+}
+
+// notes is what the verdict adds, whatever it is: values not judged, and
+// why the profile may not be in force.
+func (j *tunedJudgement) notes(f *facts.Facts) string {
 	notes := ""
-	if len(masked) > 0 {
-		notes += " sysctl.d wins over the profile for: " + strings.Join(masked, "; ") + " (reapply_sysctl=1)."
+	if len(j.masked) > 0 {
+		notes += " sysctl.d wins over the profile for: " + strings.Join(j.masked, "; ") + " (reapply_sysctl=1)."
 	}
-	if len(raw) > 0 {
-		notes += " Computed by TuneD at run time, not judged: " + strings.Join(raw, "; ") + "."
+	if len(j.raw) > 0 {
+		notes += " Computed by TuneD at run time, not judged: " + strings.Join(j.raw, "; ") + "."
 	}
-	if len(t.Missing) > 0 {
-		notes += " Profiles not found: " + strings.Join(t.Missing, ", ") + "."
+	if len(f.Tuned.Missing) > 0 {
+		notes += " Profiles not found: " + strings.Join(f.Tuned.Missing, ", ") + "."
 	}
 	if !f.TunedRunning() {
 		notes += " tuned is not running now; the profile applies when it starts (at boot)."
 	}
-	if len(conflicts) == 0 {
-		return []Result{PassR(SubjectHost, fmt.Sprintf("TuneD profile %s sets nothing that conflicts with dbhost's recommendations or sysctl.d.%s", t.Active, notes), ev...)}
-	}
-	why := fmt.Sprintf("TuneD profile %s re-applies at every start: %s. Changing sysctl.d, udev rules or the kernel command line does not stick against it; put the values in a child profile that includes %s and activate it (tuned-adm profile dbhost).%s", t.Active, strings.Join(conflicts, "; "), t.Active, notes)
-	if len(fx.Sysctl) == 0 && len(fx.Sysfs) == 0 && len(fx.TunedDisk) == 0 {
-		fx.Manual = "Create /etc/tuned/dbhost/tuned.conf with include=" + t.Active + " and the values above, then run tuned-adm profile dbhost."
-	}
-	return []Result{FailR(SubjectHost, why, fx, ev...)}
+	return notes
 }
 
 // onlyRedisOrNone: Redis only asks that THP is not "always"; madvise is

@@ -65,7 +65,7 @@ func (a *app) auditCmd() *cobra.Command {
 			// Never a half-written file where a collector reads it: a
 			// temporary file beside it (not matching *.prom), synced, renamed.
 			err := safefile.Write(*output, 0o644, func(w io.Writer) error {
-				return report.Render(w, *format, rep, report.Options{Verbose: *verbose})
+				return report.Render(w, *format, rep, report.Options{Verbose: *verbose, Version: a.env.Version})
 			})
 			if err != nil {
 				fmt.Fprintln(env.Stderr, "dbhost audit:", err)
@@ -80,7 +80,7 @@ func (a *app) auditCmd() *cobra.Command {
 			defer w.Flush()
 			out = w
 		}
-		if err := report.Render(out, *format, rep, report.Options{Verbose: *verbose, Color: useColor}); err != nil {
+		if err := report.Render(out, *format, rep, report.Options{Verbose: *verbose, Color: useColor, Version: a.env.Version}); err != nil {
 			fmt.Fprintln(env.Stderr, "dbhost audit:", err)
 			return ExitError
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
+	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
@@ -46,7 +47,14 @@ type Env struct {
 	// machine plans for its private servers alone; the machine's own
 	// servers, left out, count as the host's other processes.
 	Servers func(*facts.Instance) bool
+	// Version is the program's version: what 'dbhost version' prints, the
+	// man pages' header, dbhost_build_info and snapshot manifests carry.
+	// Empty is a development build (devVersion).
+	Version string
 }
+
+// devVersion is the version of a build that was not given one.
+const devVersion = "dev"
 
 // Main runs dbhost with os.Args-style arguments and returns the exit status.
 func Main(args []string, env Env) int {
@@ -174,8 +182,14 @@ func (s *sourceFlags) gather(ctx context.Context, env Env, cmd string) (*facts.F
 const snapshotMemoryLimit = 128 << 20
 
 func (s *sourceFlags) options() facts.Options {
-	return facts.Options{Engine: engine.Options{PGDSN: s.pgDSN, MySQLDSN: s.mysqlDSN, NoConnect: s.noConnect, TrustServers: trustedDirs(s.trust)}}
+	return gatherOptions(engine.Options{PGDSN: s.pgDSN, MySQLDSN: s.mysqlDSN, NoConnect: s.noConnect, TrustServers: trustedDirs(s.trust)})
 }
+
+// gatherOptions are what every command gathers facts with: the engines'
+// options and the kernel parameters the checks declare (check.GatherOptions,
+// as fleet and the fixtures gather), which collect records and sysctl.drift
+// compares.
+func gatherOptions(e engine.Options) facts.Options { return check.GatherOptions(e) }
 
 func isTerminal(w io.Writer) bool {
 	f, ok := termsafe.Raw(w).(*os.File)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/fixture"
@@ -197,14 +198,14 @@ func TestCollectEqualsLive(t *testing.T) {
 	if err := h.StartRecording(); err != nil {
 		t.Fatal(err)
 	}
-	live := facts.Gather(context.Background(), h, facts.Options{})
+	live := facts.Gather(context.Background(), h, gatherOptions(engine.Options{}))
 	liveFindings := check.Run(live, check.Selector{})
 	file := filepath.Join(t.TempDir(), "snap.tar.gz")
 	f, err := os.Create(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.WriteSnapshot(f, ""); err != nil {
+	if err := h.WriteSnapshot(f, host.SnapshotInfo{}); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
@@ -213,7 +214,7 @@ func TestCollectEqualsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	snap := facts.Gather(context.Background(), s, facts.Options{})
+	snap := facts.Gather(context.Background(), s, gatherOptions(engine.Options{}))
 	snapFindings := check.Run(snap, check.Selector{})
 	key := func(fs []check.Finding) map[string]check.Status {
 		m := map[string]check.Status{}

@@ -42,7 +42,9 @@ func (a *app) collectCmd() *cobra.Command {
 		for _, why := range recordObservers(ctx, h) {
 			fmt.Fprintln(env.Stderr, "dbhost collect:", why)
 		}
-		write := func(w io.Writer) error { return h.WriteSnapshot(w, *note) }
+		write := func(w io.Writer) error {
+			return h.WriteSnapshot(w, host.SnapshotInfo{Note: *note, ToolVersion: env.Version})
+		}
 		if *out == "-" {
 			err = write(termsafe.Raw(env.Stdout))
 		} else {

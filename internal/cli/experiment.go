@@ -96,7 +96,7 @@ See docs/experiment.md for knobs, plan files and the method.`
 // findingPlan audits the host as 'dbhost audit' does and builds the arms
 // of --finding from the failing findings' runtime fixes.
 func findingPlan(ctx context.Context, env Env, h *host.Host, f *expArgs, ids []string) (*experiment.FindingPlan, error) {
-	fc := facts.Gather(ctx, h, facts.Options{Engine: engine.Options{PGDSN: f.plan.Target.PG, MySQLDSN: f.plan.Target.MySQL}})
+	fc := facts.Gather(ctx, h, gatherOptions(engine.Options{PGDSN: f.plan.Target.PG, MySQLDSN: f.plan.Target.MySQL}))
 	fds := check.Run(fc, check.Selector{Only: ids})
 	fp, err := experiment.PlanFindings(h, fds, ids)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
@@ -17,7 +18,7 @@ func liveFindings(t *testing.T) []check.Finding {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := facts.Gather(context.Background(), h, facts.Options{})
+	f := facts.Gather(context.Background(), h, gatherOptions(engine.Options{}))
 	return check.Run(f, check.Selector{})
 }
 

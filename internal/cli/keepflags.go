@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/check"
 )
 
 // keepFlags are the user's answers to sysctl.drift: which side of a kernel
@@ -26,7 +26,7 @@ func (k *keepFlags) values() (map[string]string, error) {
 	if len(k.running)+len(k.file) == 0 {
 		return nil, nil
 	}
-	known := facts.SysctlNames()
+	known := check.Sysctls()
 	keep := map[string]string{}
 	for _, side := range []struct {
 		how   string

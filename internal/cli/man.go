@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/safefile"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
@@ -32,9 +31,9 @@ They are dated SOURCE_DATE_EPOCH when it is set (reproducible builds), else toda
 	c.Run = a.do(func(_ context.Context, args []string) int {
 		date, err := manDate()
 		if err == nil && len(args) == 0 {
-			err = writeMan(termsafe.Raw(a.env.Stdout), root, date)
+			err = writeMan(termsafe.Raw(a.env.Stdout), root, date, a.env.Version)
 		} else if err == nil {
-			err = writeManTree(args[0], root, date)
+			err = writeManTree(args[0], root, date, a.env.Version)
 		}
 		if err != nil {
 			fmt.Fprintln(a.env.Stderr, "dbhost man:", err)
@@ -73,12 +72,12 @@ func manCommands(c *cobra.Command) []*cobra.Command {
 // manName is a command's page name: dbhost-results-show.
 func manName(c *cobra.Command) string { return strings.ReplaceAll(c.CommandPath(), " ", "-") }
 
-func writeManTree(dir string, root *cobra.Command, date string) error {
+func writeManTree(dir string, root *cobra.Command, date, version string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	for _, c := range manCommands(root) {
-		err := safefile.Write(filepath.Join(dir, manName(c)+".1"), 0o644, func(w io.Writer) error { return writeMan(w, c, date) })
+		err := safefile.Write(filepath.Join(dir, manName(c)+".1"), 0o644, func(w io.Writer) error { return writeMan(w, c, date, version) })
 		if err != nil {
 			return err
 		}
@@ -88,11 +87,11 @@ func writeManTree(dir string, root *cobra.Command, date string) error {
 
 // writeMan writes a command's page: the same text as its help, the flags
 // under the same headings.
-func writeMan(w io.Writer, c *cobra.Command, date string) error {
+func writeMan(w io.Writer, c *cobra.Command, date, version string) error {
 	c.InitDefaultHelpFlag()
 	b := bufio.NewWriter(w)
 	name := manName(c)
-	fmt.Fprintf(b, ".TH %s 1 %s %s %s\n", roffQuote(strings.ToUpper(name)), roffQuote(date), roffQuote("dbhost "+host.Version), roffQuote("dbhost manual"))
+	fmt.Fprintf(b, ".TH %s 1 %s %s %s\n", roffQuote(strings.ToUpper(name)), roffQuote(date), roffQuote("dbhost "+version), roffQuote("dbhost manual"))
 	fmt.Fprintf(b, ".SH NAME\n%s \\- %s\n", roffName(name), roffLine(c.Short))
 	fmt.Fprintf(b, ".SH SYNOPSIS\n\\fB%s\\fR%s\n", roffName(c.CommandPath()), roffLine(strings.TrimPrefix(c.UseLine(), c.CommandPath())))
 	desc := c.Long

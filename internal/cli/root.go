@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/dbhost/dbhost/internal/host"
 )
 
 // app is one run of dbhost: its streams and the exit status its command
@@ -27,6 +25,9 @@ func (a *app) do(body func(ctx context.Context, args []string) int) func(*cobra.
 // the exit status. Flag and argument errors are exit 2 with the command
 // named on stderr.
 func run(ctx context.Context, env Env, args []string) int {
+	if env.Version == "" {
+		env.Version = devVersion
+	}
 	a := &app{env: env}
 	root := a.root()
 	root.SetArgs(compatArgs(root, args))
@@ -169,6 +170,6 @@ func (a *app) versionCmd() *cobra.Command {
 }
 
 func runVersion(env Env) int {
-	fmt.Fprintln(env.Stdout, "dbhost", host.Version)
+	fmt.Fprintln(env.Stdout, "dbhost", env.Version)
 	return ExitOK
 }

@@ -69,7 +69,7 @@ func TestHelp(t *testing.T) {
 func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
 		code, out, errs := runCLI(t, args...)
-		if code != ExitOK || out != "dbhost "+host.Version+"\n" || errs != "" {
+		if code != ExitOK || out != "dbhost "+devVersion+"\n" || errs != "" {
 			t.Errorf("%s: exit %d, %q %q", args, code, out, errs)
 		}
 	}
@@ -269,4 +269,37 @@ func TestEveryCommandChecksOperands(t *testing.T) {
 		}
 	}
 	walk(testRoot())
+}
+
+// TestVersionFromEnv: the version the program is built with reaches every
+// output that names it through Env, with no package state to set.
+func TestVersionFromEnv(t *testing.T) {
+	const v = "1.2.3-test"
+	runV := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Main(append([]string{"dbhost"}, args...), Env{Stdout: &out, Stderr: &errb, Version: v}); code != ExitOK && code != ExitFindings {
+			t.Fatalf("%s: exit %d: %s", args, code, errb.String())
+		}
+		return out.String()
+	}
+	if out := runV("version"); out != "dbhost "+v+"\n" {
+		t.Errorf("version: %q", out)
+	}
+	if out := runV("audit", "--from", fixture.Path("mem-swapfile"), "--format", "prom"); !strings.Contains(out, `version="`+v+`"`) {
+		t.Errorf("prom output has no build_info version %q:\n%s", v, out)
+	}
+	if out := runV("man"); !strings.Contains(out, `"dbhost `+v+`"`) {
+		t.Errorf("man page header lacks %q:\n%.300s", v, out)
+	}
+	snap := filepath.Join(t.TempDir(), "snap.tar.gz")
+	runV("collect", "-o", snap)
+	h, err := host.OpenSnapshot(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if got := h.Manifest().ToolVersion; got != v {
+		t.Errorf("snapshot manifest tool_version %q, want %q", got, v)
+	}
 }

@@ -57,84 +57,114 @@ func (cf collectorFlags) toggles() (map[string]bool, error) {
 	return t, nil
 }
 
+// serveFlags are the flags of 'dbhost serve'.
+type serveFlags struct {
+	addrs                             listFlag
+	webConfig                         string
+	systemdSocket                     bool
+	interval, auditTimeout, dbTimeout time.Duration
+	root                              string
+	noConnect                         bool
+	trust                             listFlag
+	shares                            budgetFlag
+	logLevel                          string
+	only, skip                        listFlag
+	collectors                        collectorFlags
+}
+
+func (sf *serveFlags) register(fs *pflag.FlagSet) {
+	fs.Var(&sf.addrs, "web.listen-address", "address to listen on, repeatable (default :9437)")
+	fs.StringVar(&sf.webConfig, "web.config.file", "", "TLS and basic authentication configuration (exporter-toolkit format)")
+	fs.BoolVar(&sf.systemdSocket, "web.systemd-socket", false, "use the listening sockets systemd passes (socket activation) instead of --web.listen-address")
+	fs.DurationVar(&sf.interval, "interval", 60*time.Second, "time between two audits (each is spread by up to 10% either way)")
+	fs.DurationVar(&sf.auditTimeout, "audit-timeout", 0, "abandon an audit that takes longer (default: the interval)")
+	fs.DurationVar(&sf.dbTimeout, "db-timeout", 3*time.Second, "bound on each database read; a database slower than this is judged unknown")
+	fs.StringVar(&sf.root, "root", "/", "root of the live filesystem to read (for chroots and tests)")
+	fs.BoolVar(&sf.noConnect, "no-connect", false, "do not connect to databases; read settings from files")
+	trustServerFlag(fs, &sf.trust)
+	sf.shares.register(fs)
+	fs.StringVar(&sf.logLevel, "log.level", "info", "log level: debug, info, warn, error")
+	fs.Var(&sf.only, "only", "run only these checks (IDs or domain prefixes, comma-separated)")
+	fs.Var(&sf.skip, "skip", "skip these checks (IDs or domain prefixes)")
+	sf.collectors = registerCollectorFlags(fs)
+}
+
+// check refuses what would fail later, at start-up: contradicting
+// collectors, unknown checks or log level, too short an interval, a bad
+// web configuration. It returns the collectors and the log level.
+func (sf *serveFlags) check() (*metrics.Set, slog.Level, error) {
+	var level slog.Level
+	toggles, err := sf.collectors.toggles()
+	if err != nil {
+		return nil, level, err
+	}
+	set, err := metrics.NewSet(toggles)
+	if err != nil {
+		return nil, level, err
+	}
+	if err := validSelection(sf.only, sf.skip); err != nil {
+		return nil, level, err
+	}
+	if err := level.UnmarshalText([]byte(sf.logLevel)); err != nil {
+		return nil, level, fmt.Errorf("--log.level: %w", err)
+	}
+	if sf.interval < time.Second {
+		return nil, level, fmt.Errorf("--interval %v is too short (at least 1s)", sf.interval)
+	}
+	if sf.webConfig != "" {
+		// A bad file is a start-up error, not a server that refuses
+		// every scrape.
+		if err := web.Validate(sf.webConfig); err != nil {
+			return nil, level, fmt.Errorf("--web.config.file: %w", err)
+		}
+	}
+	return set, level, nil
+}
+
+// audit is one background audit of the host: the exporter's Audit.
+func (sf *serveFlags) audit() func(ctx context.Context) (*metrics.Input, error) {
+	sel := check.Selector{Only: sf.only, Skip: sf.skip}
+	opts := gatherOptions(engine.Options{NoConnect: sf.noConnect, Timeout: sf.dbTimeout, TrustServers: trustedDirs(sf.trust)})
+	return func(ctx context.Context) (*metrics.Input, error) {
+		h, err := host.Open(sf.root)
+		if err != nil {
+			return nil, err
+		}
+		defer h.Close()
+		f := facts.Gather(ctx, h, opts)
+		// Shares that name no instance (a stopped server) are
+		// reported by mem.db_budget, not an audit error.
+		if err := sf.shares.apply(f, sf.root, true, false); err != nil {
+			f.Note(err.Error())
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("audit cut short: %w", err)
+		}
+		return &metrics.Input{Facts: f, Findings: check.Run(f, sel)}, nil
+	}
+}
+
 func (a *app) serveCmd() *cobra.Command {
 	c := newCmd("serve", "Prometheus exporter: audit in the background, serve the last result")
-	fs := c.Flags()
-	var addrs listFlag
-	fs.Var(&addrs, "web.listen-address", "address to listen on, repeatable (default :9437)")
-	webConfig := fs.String("web.config.file", "", "TLS and basic authentication configuration (exporter-toolkit format)")
-	systemdSocket := fs.Bool("web.systemd-socket", false, "use the listening sockets systemd passes (socket activation) instead of --web.listen-address")
-	interval := fs.Duration("interval", 60*time.Second, "time between two audits (each is spread by up to 10% either way)")
-	auditTimeout := fs.Duration("audit-timeout", 0, "abandon an audit that takes longer (default: the interval)")
-	dbTimeout := fs.Duration("db-timeout", 3*time.Second, "bound on each database read; a database slower than this is judged unknown")
-	root := fs.String("root", "/", "root of the live filesystem to read (for chroots and tests)")
-	noConnect := fs.Bool("no-connect", false, "do not connect to databases; read settings from files")
-	var trust listFlag
-	trustServerFlag(fs, &trust)
-	var shares budgetFlag
-	shares.register(fs)
-	logLevel := fs.String("log.level", "info", "log level: debug, info, warn, error")
-	var only, skip listFlag
-	fs.Var(&only, "only", "run only these checks (IDs or domain prefixes, comma-separated)")
-	fs.Var(&skip, "skip", "skip these checks (IDs or domain prefixes)")
-	cf := registerCollectorFlags(fs)
+	var sf serveFlags
+	sf.register(c.Flags())
 	c.Run = a.do(func(ctx context.Context, _ []string) int {
 		env := a.env
 		fail := func(err error) int {
 			fmt.Fprintln(env.Stderr, "dbhost serve:", err)
 			return ExitError
 		}
-		toggles, err := cf.toggles()
+		set, level, err := sf.check()
 		if err != nil {
 			return fail(err)
 		}
-		set, err := metrics.NewSet(toggles)
-		if err != nil {
-			return fail(err)
-		}
-		if err := validSelection(only, skip); err != nil {
-			return fail(err)
-		}
-		var level slog.Level
-		if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-			return fail(fmt.Errorf("--log.level: %w", err))
-		}
-		if *interval < time.Second {
-			return fail(fmt.Errorf("--interval %v is too short (at least 1s)", *interval))
-		}
-		if *webConfig != "" {
-			// A bad file is a start-up error, not a server that refuses
-			// every scrape.
-			if err := web.Validate(*webConfig); err != nil {
-				return fail(fmt.Errorf("--web.config.file: %w", err))
-			}
-		}
-		if len(addrs) == 0 {
-			addrs = listFlag{":9437"}
+		if len(sf.addrs) == 0 {
+			sf.addrs = listFlag{":9437"}
 		}
 		logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
-		sel := check.Selector{Only: only, Skip: skip}
-		opts := facts.Options{Engine: engine.Options{NoConnect: *noConnect, Timeout: *dbTimeout, TrustServers: trustedDirs(trust)}}
-		audit := func(ctx context.Context) (*metrics.Input, error) {
-			h, err := host.Open(*root)
-			if err != nil {
-				return nil, err
-			}
-			defer h.Close()
-			f := facts.Gather(ctx, h, opts)
-			// Shares that name no instance (a stopped server) are
-			// reported by mem.db_budget, not an audit error.
-			if err := shares.apply(f, *root, true, false); err != nil {
-				f.Note(err.Error())
-			}
-			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("audit cut short: %w", err)
-			}
-			return &metrics.Input{Facts: f, Findings: check.Run(f, sel)}, nil
-		}
 		ex, err := exporter.New(exporter.Config{
-			Set: set, Audit: audit, Interval: *interval, Jitter: 0.1, Timeout: *auditTimeout,
-			Version: host.Version, Logger: logger,
+			Set: set, Audit: sf.audit(), Interval: sf.interval, Jitter: 0.1, Timeout: sf.auditTimeout,
+			Version: env.Version, Logger: logger,
 		})
 		if err != nil {
 			return fail(err)
@@ -145,23 +175,32 @@ func (a *app) serveCmd() *cobra.Command {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go ex.Run(ctx)
-		// Failed handshakes and plain HTTP on a TLS port are the network's
-		// noise, not the exporter's: debug level.
-		srv := &http.Server{Handler: ex.Handler(), ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
-		go func() {
-			<-ctx.Done()
-			shut, c := context.WithTimeout(context.Background(), 5*time.Second)
-			defer c()
-			srv.Shutdown(shut)
-		}()
-		logger.Info("dbhost serve", "version", host.Version, "listen", strings.Join(addrs, ","), "interval", *interval, "collectors", strings.Join(set.Names(), ","))
-		addrList := []string(addrs)
-		err = web.ListenAndServe(srv, &web.FlagConfig{WebListenAddresses: &addrList, WebSystemdSocket: systemdSocket, WebConfigFile: webConfig}, logger)
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Info("dbhost serve", "version", env.Version, "listen", strings.Join(sf.addrs, ","), "interval", sf.interval, "collectors", strings.Join(set.Names(), ","))
+		if err := sf.listen(ctx, ex.Handler(), logger); err != nil {
 			return fail(err)
 		}
 		return ExitOK
 	})
 	return c
+}
+
+// listen serves handler on the addresses (or systemd's sockets) until ctx
+// ends.
+func (sf *serveFlags) listen(ctx context.Context, handler http.Handler, logger *slog.Logger) error {
+	// Failed handshakes and plain HTTP on a TLS port are the network's
+	// noise, not the exporter's: debug level.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
+	go func() {
+		<-ctx.Done()
+		shut, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		srv.Shutdown(shut)
+	}()
+	addrList := []string(sf.addrs)
+	err := web.ListenAndServe(srv, &web.FlagConfig{WebListenAddresses: &addrList, WebSystemdSocket: &sf.systemdSocket, WebConfigFile: &sf.webConfig}, logger)
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }

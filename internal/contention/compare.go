@@ -282,38 +282,10 @@ func instanceFigures(a, b *instSnap, secs float64, errA, errB error) InstanceFig
 			f.ThreadsCame += len(pb.tasks)
 			continue
 		}
-		pf := ProcessFigures{PID: pid, Comm: pb.comm}
-		var vol, invol uint64
-		for tid, tb := range pb.tasks {
-			ta, ok := pa.tasks[tid]
-			// A count that went down is a new thread with a reused ID.
-			if !ok || tb.vol < ta.vol || tb.invol < ta.invol {
-				f.ThreadsCame++
-				if ok {
-					f.ThreadsWent++
-				}
-				continue
-			}
-			pf.Threads++
-			vol += tb.vol - ta.vol
-			invol += tb.invol - ta.invol
-		}
-		for tid := range pa.tasks {
-			if _, ok := pb.tasks[tid]; !ok {
-				f.ThreadsWent++
-			}
-		}
-		f.Unreadable += pb.unreadable
-		if pb.readErr != "" && len(pb.tasks) == 0 && f.Err == "" {
-			f.Err = pb.readErr
-		}
-		if pa.cpuOK && pb.cpuOK && pb.cpu >= pa.cpu {
-			pf.CPUCores = (pb.cpu - pa.cpu) / secs
-		}
-		pf.Voluntary, pf.Involuntary = float64(vol)/secs, float64(invol)/secs
+		pf, switches := f.compareProcess(pid, pa, pb, secs)
 		f.Processes++
 		f.Threads += pf.Threads
-		f.SwitchCount += vol + invol
+		f.SwitchCount += switches
 		f.Voluntary += pf.Voluntary
 		f.Involuntary += pf.Involuntary
 		f.CPUCores += pf.CPUCores
@@ -328,6 +300,49 @@ func instanceFigures(a, b *instSnap, secs float64, errA, errB error) InstanceFig
 	f.Switches = float64(f.SwitchCount) / secs
 	sortProcs(f.Procs)
 
+	f.countQueries(a, b, secs)
+	return f
+}
+
+// compareProcess is one process's figures between two samples of it, and
+// its threads' context switches; the threads that came and went between
+// them, and its unreadable ones, count on f.
+func (f *InstanceFigures) compareProcess(pid int, pa, pb procSnap, secs float64) (ProcessFigures, uint64) {
+	pf := ProcessFigures{PID: pid, Comm: pb.comm}
+	var vol, invol uint64
+	for tid, tb := range pb.tasks {
+		ta, ok := pa.tasks[tid]
+		// A count that went down is a new thread with a reused ID.
+		if !ok || tb.vol < ta.vol || tb.invol < ta.invol {
+			f.ThreadsCame++
+			if ok {
+				f.ThreadsWent++
+			}
+			continue
+		}
+		pf.Threads++
+		vol += tb.vol - ta.vol
+		invol += tb.invol - ta.invol
+	}
+	for tid := range pa.tasks {
+		if _, ok := pb.tasks[tid]; !ok {
+			f.ThreadsWent++
+		}
+	}
+	f.Unreadable += pb.unreadable
+	if pb.readErr != "" && len(pb.tasks) == 0 && f.Err == "" {
+		f.Err = pb.readErr
+	}
+	if pa.cpuOK && pb.cpuOK && pb.cpu >= pa.cpu {
+		pf.CPUCores = (pb.cpu - pa.cpu) / secs
+	}
+	pf.Voluntary, pf.Involuntary = float64(vol)/secs, float64(invol)/secs
+	return pf, vol + invol
+}
+
+// countQueries is the instance's query count between the two samples, less
+// dbhost's own, and the switches per query.
+func (f *InstanceFigures) countQueries(a, b *instSnap, secs float64) {
 	switch {
 	case a.qErr != nil || b.qErr != nil:
 		f.Queries.Err = host.Explain(firstErr(a.qErr, b.qErr))
@@ -347,7 +362,6 @@ func instanceFigures(a, b *instSnap, secs float64, errA, errB error) InstanceFig
 			f.PerQuery = &v
 		}
 	}
-	return f
 }
 
 // sortProcs orders processes by switches, most first, then by PID.

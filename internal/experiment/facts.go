@@ -46,13 +46,14 @@ const (
 	sysctlDirtyBackgroundBytes = "vm.dirty_background_bytes"
 )
 
-func init() { hostfacts.WantSysctl(sysctlDirtyBytes, sysctlDirtyBackgroundBytes) }
+// HostSysctls are the kernel parameters HostFacts gathers.
+func HostSysctls() []string { return []string{sysctlDirtyBytes, sysctlDirtyBackgroundBytes} }
 
 // HostFacts reads the host part of Facts through h, from the same gatherers
 // as an audit: one observation of the host, however it is used. Only
 // unreadable meminfo is an error; anything else unreadable is left zero.
 func HostFacts(h *host.Host) (Facts, error) {
-	hf := hostfacts.GatherHost(context.Background(), h, hostfacts.DomainMemory, hostfacts.DomainSysctl, hostfacts.DomainSystem)
+	hf := hostfacts.GatherHost(context.Background(), h, hostfacts.Options{Sysctls: HostSysctls()}, hostfacts.DomainMemory, hostfacts.DomainSysctl, hostfacts.DomainSystem)
 	return fromHostFacts(hf)
 }
 

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	hostfacts "github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/host/hosttest"
 )
@@ -57,7 +56,7 @@ func direct(t *testing.T, h *host.Host) Facts {
 
 // recordedHosts are the snapshots in testdata/hosts, found without the
 // fixture package: it links the checks, whose declarations would hide a
-// missing WantSysctl here.
+// kernel parameter HostFacts fails to name.
 func recordedHosts(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob("../../testdata/hosts/*.tar.gz")
@@ -161,13 +160,12 @@ func TestHostFactsOddInputs(t *testing.T) {
 	}
 }
 
-// HostFacts' kernel parameters are gathered because this package declares
-// them, not because a check happens to.
+// HostFacts' kernel parameters are gathered because it names them, not
+// because a check declares them.
 func TestHostFactsSysctlsDeclared(t *testing.T) {
-	names := hostfacts.SysctlNames()
-	for _, n := range []string{sysctlDirtyBytes, sysctlDirtyBackgroundBytes} {
-		if !slices.Contains(names, n) {
-			t.Errorf("%s is not gathered: %v", n, names)
-		}
+	f, err := HostFacts(hosttest.Tree(t, map[string]string{"proc/meminfo": "MemTotal: 1024 kB\n",
+		"proc/sys/vm/dirty_bytes": "4096\n", "proc/sys/vm/dirty_background_bytes": "2048\n"}))
+	if err != nil || f.DirtyBytes != 4096 || f.DirtyBackgroundBytes != 2048 {
+		t.Errorf("dirty bytes %d, background %d (want 4096, 2048): %v", f.DirtyBytes, f.DirtyBackgroundBytes, err)
 	}
 }

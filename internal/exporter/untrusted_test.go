@@ -171,7 +171,7 @@ func liveScrape(t *testing.T) scrape {
 			return nil, err
 		}
 		defer h.Close()
-		f := facts.Gather(ctx, h, facts.Options{Engine: engine.Options{Timeout: 3 * time.Second}})
+		f := facts.Gather(ctx, h, check.GatherOptions(engine.Options{Timeout: 3 * time.Second}))
 		in = &metrics.Input{Facts: f, Findings: check.Run(f, check.Selector{})}
 		return in, nil
 	}, 5*time.Minute)

@@ -84,7 +84,11 @@ type Instance struct {
 
 // Options tune gathering.
 type Options struct {
-	Engine engine.Options
+	// Sysctls are the kernel parameters the sysctl domain reads: the
+	// caller's list (check.GatherOptions: every one the checks declare),
+	// so what is gathered does not hang on which packages are linked.
+	Sysctls []string
+	Engine  engine.Options
 }
 
 // Host-level domains: the names GatherHost takes, one per gatherer.
@@ -104,7 +108,7 @@ const (
 // after discovery, each writing only its own fields of the Instance.
 type gatherer struct {
 	name string
-	host func(ctx context.Context, h *host.Host, f *Facts)
+	host func(ctx context.Context, h *host.Host, f *Facts, o Options)
 	inst func(ctx context.Context, h *host.Host, f *Facts, in *Instance)
 }
 
@@ -115,6 +119,11 @@ var (
 
 // registerHost adds a host-level gatherer (called from init in domain files).
 func registerHost(name string, fn func(ctx context.Context, h *host.Host, f *Facts)) {
+	registerHostOptions(name, func(ctx context.Context, h *host.Host, f *Facts, _ Options) { fn(ctx, h, f) })
+}
+
+// registerHostOptions adds a host-level gatherer that reads the options.
+func registerHostOptions(name string, fn func(ctx context.Context, h *host.Host, f *Facts, o Options)) {
 	gatherersMu.Lock()
 	defer gatherersMu.Unlock()
 	gatherers = append(gatherers, gatherer{name: name, host: fn})
@@ -145,7 +154,7 @@ func Gather(ctx context.Context, h *host.Host, opts Options) *Facts {
 		}
 		table = t
 	}()
-	hostGatherers(ctx, h, f, &wg, nil)
+	hostGatherers(ctx, h, f, opts, &wg, nil)
 	wg.Wait()
 	f.Processes = table.Procs
 
@@ -181,8 +190,9 @@ func Gather(ctx context.Context, h *host.Host, opts Options) *Facts {
 // GatherHost observes only the named host-level domains (Domain*): no
 // process table, no instances, and the other domains left zero. It is for
 // callers that need a few host facts (experiments) from the same gatherers
-// as an audit. An unknown domain panics: the names are constants.
-func GatherHost(ctx context.Context, h *host.Host, domains ...string) *Facts {
+// as an audit; opts.Sysctls names the kernel parameters DomainSysctl reads.
+// An unknown domain panics: the names are constants.
+func GatherHost(ctx context.Context, h *host.Host, opts Options, domains ...string) *Facts {
 	want := map[string]bool{}
 	for _, d := range domains {
 		want[d] = true
@@ -197,7 +207,7 @@ func GatherHost(ctx context.Context, h *host.Host, domains ...string) *Facts {
 	}
 	f := newFacts(h)
 	var wg sync.WaitGroup
-	hostGatherers(ctx, h, f, &wg, func(name string) bool { return slices.Contains(domains, name) })
+	hostGatherers(ctx, h, f, opts, &wg, func(name string) bool { return slices.Contains(domains, name) })
 	wg.Wait()
 	sort.Strings(f.Notes)
 	return f
@@ -214,7 +224,7 @@ func newFacts(h *host.Host) *Facts {
 
 // hostGatherers starts on wg the host-level gatherers whose domain want
 // accepts (every one when want is nil).
-func hostGatherers(ctx context.Context, h *host.Host, f *Facts, wg *sync.WaitGroup, want func(string) bool) {
+func hostGatherers(ctx context.Context, h *host.Host, f *Facts, opts Options, wg *sync.WaitGroup, want func(string) bool) {
 	for _, g := range registered() {
 		if g.host == nil || (want != nil && !want(g.name)) {
 			continue
@@ -222,7 +232,7 @@ func hostGatherers(ctx context.Context, h *host.Host, f *Facts, wg *sync.WaitGro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g.host(ctx, h, f)
+			g.host(ctx, h, f, opts)
 		}()
 	}
 }
@@ -286,8 +296,18 @@ func (f *Facts) WithInstances(ins []*Instance) *Facts {
 // Has reports whether an instance of the engine runs on the host.
 func (f *Facts) Has(e engine.Engine) bool { return len(f.ByEngine(e)) > 0 }
 
+// SysctlNames lists the gathered kernel parameters (Options.Sysctls), sorted.
+func (f *Facts) SysctlNames() []string {
+	out := make([]string, 0, len(f.Sysctl))
+	for n := range f.Sysctl {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // SysctlReading returns a gathered kernel parameter; a parameter nobody asked
-// to gather (see WantSysctl) reads as unknown rather than panicking.
+// to gather (Options.Sysctls) reads as unknown rather than panicking.
 func (f *Facts) SysctlReading(name string) host.Reading {
 	if f.sysctlSeen != nil {
 		f.sysctlSeen(name)

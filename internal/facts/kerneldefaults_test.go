@@ -34,7 +34,7 @@ const (
 
 func kernelConfig(t *testing.T, h *host.Host) facts.KernelConfig {
 	t.Helper()
-	return facts.GatherHost(context.Background(), h, facts.DomainPersist).Persist.KernelConfig
+	return facts.GatherHost(context.Background(), h, facts.Options{}, facts.DomainPersist).Persist.KernelConfig
 }
 
 // TestKernelConfigTHP: the THP build default from /proc/config.gz, else
@@ -156,7 +156,7 @@ func TestHugePagesBootUnits(t *testing.T) {
 		"etc/rc.local": "#!/bin/sh\necho 7 > /proc/sys/vm/nr_hugepages\n",
 	})
 	got := map[string]string{}
-	for _, p := range facts.GatherHost(context.Background(), h, facts.DomainPersist).Persist.HugePagesBoot {
+	for _, p := range facts.GatherHost(context.Background(), h, facts.Options{}, facts.DomainPersist).Persist.HugePagesBoot {
 		got[p.File+" "+p.Key] = p.Value
 	}
 	want := map[string]string{
@@ -195,7 +195,7 @@ func TestGrubArgs(t *testing.T) {
 		"etc/default/grub.d/50-x.cfg": "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX hugepages=512\"\n",
 	})
 	var got []string
-	for _, a := range facts.GatherHost(context.Background(), h, facts.DomainPersist).Persist.GrubArgs {
+	for _, a := range facts.GatherHost(context.Background(), h, facts.Options{}, facts.DomainPersist).Persist.GrubArgs {
 		got = append(got, fmt.Sprintf("%s@%s:%d", a.Key, a.File, a.Line))
 	}
 	want := "quiet@/etc/default/grub:3 hugepagesz=1G@/etc/default/grub:4 hugepages=4@/etc/default/grub:4 $GRUB_CMDLINE_LINUX@/etc/default/grub.d/50-x.cfg:1 hugepages=512@/etc/default/grub.d/50-x.cfg:1"

@@ -15,7 +15,7 @@ import (
 func TestContextFstab(t *testing.T) {
 	const fstab = "LABEL=data\t/srv/data\txfs\tdefaults\t0\t2\n"
 	h := hosttest.Tree(t, map[string]string{"etc/fstab": fstab})
-	ctx := fix.ContextFrom(facts.GatherHost(context.Background(), h, facts.DomainStorage))
+	ctx := fix.ContextFrom(facts.GatherHost(context.Background(), h, facts.Options{}, facts.DomainStorage))
 	if ctx.Fstab.Value != fstab || ctx.Fstab.Source != "/etc/fstab" {
 		t.Fatalf("fstab %+v", ctx.Fstab)
 	}
@@ -24,7 +24,7 @@ func TestContextFstab(t *testing.T) {
 		t.Errorf("files %+v", files)
 	}
 
-	ctx = fix.ContextFrom(facts.GatherHost(context.Background(), hosttest.Tree(t, map[string]string{}), facts.DomainStorage))
+	ctx = fix.ContextFrom(facts.GatherHost(context.Background(), hosttest.Tree(t, map[string]string{}), facts.Options{}, facts.DomainStorage))
 	if ctx.Fstab.OK() || ctx.Fstab.Err == "" {
 		t.Errorf("missing fstab read as %+v", ctx.Fstab)
 	}

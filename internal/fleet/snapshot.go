@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
 )
@@ -133,7 +134,7 @@ func Load(ctx context.Context, file string) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	defer h.Close()
-	return judge(ctx, file, h, facts.Options{}), nil
+	return judge(ctx, file, h, check.GatherOptions(engine.Options{})), nil
 }
 
 // LoadHost judges an opened host (live, or a snapshot) and reduces it.

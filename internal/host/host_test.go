@@ -71,7 +71,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	_, cmdErr := h.Run(context.Background(), "true") // not "/" root: refused, recorded
 
 	var buf bytes.Buffer
-	if err := h.WriteSnapshot(&buf, "test"); err != nil {
+	if err := h.WriteSnapshot(&buf, SnapshotInfo{Note: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "s.tar.gz")
@@ -260,7 +260,7 @@ func TestRecordingIsOneObservation(t *testing.T) {
 func replayed(t *testing.T, h *Host) (*Host, []byte) {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := h.WriteSnapshot(&buf, ""); err != nil {
+	if err := h.WriteSnapshot(&buf, SnapshotInfo{}); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "s.tar.gz")

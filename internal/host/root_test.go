@@ -105,7 +105,7 @@ func testRootConfinesLinks(t *testing.T) {
 		t.Errorf("Meminfo through a link out of the root: %+v %v", mi.MemTotal, err)
 	}
 	var buf bytes.Buffer
-	if err := h.WriteSnapshot(&buf, ""); err != nil {
+	if err := h.WriteSnapshot(&buf, SnapshotInfo{}); err != nil {
 		t.Fatal(err)
 	}
 	gz, err := gzip.NewReader(&buf)
@@ -253,7 +253,7 @@ func TestCollectionStaysOpenable(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "c.tar.gz")
 	f, _ := os.Create(file)
-	if err := h.WriteSnapshot(f, ""); err != nil {
+	if err := h.WriteSnapshot(f, SnapshotInfo{}); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()

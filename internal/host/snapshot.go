@@ -23,8 +23,11 @@ import (
 // SnapshotFormat names the archive layout; readers refuse other formats.
 const SnapshotFormat = "dbhost-snapshot/1"
 
-// Version is the tool version written into manifests (set by cmd/dbhost).
-var Version = "dev"
+// SnapshotInfo is what the writer of a snapshot adds to its manifest.
+type SnapshotInfo struct {
+	Note        string // free text: what the snapshot shows
+	ToolVersion string // the version of the program that wrote it
+}
 
 // Limits on a snapshot archive. A collection of a real host is far smaller
 // (the largest recorded here: 0.7 MB unpacked in 442 entries and 211
@@ -65,7 +68,7 @@ type Manifest struct {
 func (m Manifest) AsRoot() bool { return m.EUID == 0 }
 
 func liveManifest(h *Host) Manifest {
-	m := Manifest{Format: SnapshotFormat, ToolVersion: Version, EUID: os.Geteuid(), Arch: runtime.GOARCH, CollectedAt: time.Now().UTC(), Claims: true}
+	m := Manifest{Format: SnapshotFormat, EUID: os.Geteuid(), Arch: runtime.GOARCH, CollectedAt: time.Now().UTC(), Claims: true}
 	if b, err := h.readKey("proc/sys/kernel/hostname", 4096); err == nil {
 		m.Hostname = strings.TrimSpace(string(b))
 	}
@@ -86,17 +89,18 @@ func (h *Host) StartRecording() error {
 	return nil
 }
 
-// WriteSnapshot writes everything recorded since StartRecording as a gzipped
+// WriteSnapshot writes everything recorded since StartRecording, with the
+// writer's note and version in the manifest, as a gzipped
 // tar: manifest.json, probes.json (commands, system calls, database queries,
 // directory listings, links), errors.json, and fs/ with the files read.
-func (h *Host) WriteSnapshot(w io.Writer, note string) error {
+func (h *Host) WriteSnapshot(w io.Writer, info SnapshotInfo) error {
 	if h.rec == nil {
 		return errors.New("host is not recording")
 	}
 	h.rec.mu.Lock()
 	defer h.rec.mu.Unlock()
 	m := h.manifest
-	m.Note = note
+	m.Note, m.ToolVersion = info.Note, info.ToolVersion
 	// What OpenSnapshot would refuse is kept as an error instead, so a
 	// collection of an unusual host still opens and says what is missing.
 	errs := make(map[string]string, len(h.rec.errs))
@@ -219,9 +223,7 @@ func (h *Host) unpack(r io.Reader) error {
 		return err
 	}
 	tr := tar.NewReader(gz)
-	var lim archiveLimits
-	dirs := map[string]bool{}
-	copyBuf := make([]byte, 32<<10)
+	u := &unpacker{h: h, dirs: map[string]bool{}, copyBuf: make([]byte, 32<<10)}
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -230,67 +232,8 @@ func (h *Host) unpack(r io.Reader) error {
 		if err != nil {
 			return err
 		}
-		if err := lim.admit(hdr.Name, hdr.Size); err != nil {
+		if err := u.entry(hdr, tr); err != nil {
 			return err
-		}
-		files := lim.files
-		// The manifest comes first, as collect writes it: nothing is
-		// unpacked before the archive says what it is.
-		if files == 1 && (hdr.Name != "manifest.json" || hdr.Typeflag != tar.TypeReg) {
-			return fmt.Errorf("the first entry is %q, not manifest.json", hdr.Name)
-		}
-		if hdr.Typeflag != tar.TypeReg {
-			continue // only regular files: no links that could point outside
-		}
-		name := path.Clean(hdr.Name)
-		if strings.HasPrefix(name, "/") || name == ".." || strings.HasPrefix(name, "../") {
-			return fmt.Errorf("unsafe entry %q", hdr.Name)
-		}
-		switch {
-		case name == "manifest.json":
-			if files != 1 {
-				return errors.New("a second manifest.json")
-			}
-			if err := json.NewDecoder(io.LimitReader(tr, maxManifestBytes)).Decode(&h.manifest); err != nil {
-				return fmt.Errorf("manifest: %w", err)
-			}
-			if h.manifest.Format != SnapshotFormat {
-				return fmt.Errorf("unknown format %q", h.manifest.Format)
-			}
-			dir, err := h.makePrivateDir("snapshot-")
-			if err != nil {
-				return err
-			}
-			h.tmpdir, h.root = dir, filepath.Join(dir, "fs")
-		case name == "probes.json":
-			err := decodeEntries(tr, maxProbesBytes, h.snap.probes, func(k string, p probeResult) error {
-				if len(p.Out) > maxProbeValue || len(p.Err) > maxProbeValue {
-					return fmt.Errorf("probe %.60q holds more than %d MiB", k, maxProbeValue>>20)
-				}
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("probes.json: %w", err)
-			}
-		case name == "errors.json":
-			if err := decodeEntries(tr, maxErrorsBytes, h.snap.errs, nil); err != nil {
-				return fmt.Errorf("errors.json: %w", err)
-			}
-		case strings.HasPrefix(name, "fs/"):
-			if h.tmpdir == "" {
-				return errors.New("no manifest.json")
-			}
-			dst := filepath.Join(h.tmpdir, filepath.FromSlash(name))
-			made, err := mkdirs(filepath.Dir(dst), dirs)
-			if err != nil {
-				return err
-			}
-			if err := lim.addDirs(made); err != nil {
-				return err
-			}
-			if err := writeEntry(dst, tr, hdr.Size, copyBuf); err != nil {
-				return err
-			}
 		}
 	}
 	// tar stops at its end marker. The gzip trailer (checksum and length)
@@ -310,6 +253,93 @@ func (h *Host) unpack(r io.Reader) error {
 		return errors.New("it holds no observations of a host (no process table)")
 	}
 	return nil
+}
+
+// unpacker is one archive being unpacked into a snapshot host.
+type unpacker struct {
+	h       *Host
+	lim     archiveLimits
+	dirs    map[string]bool // directories made under the host's tmpdir
+	copyBuf []byte
+}
+
+// entry admits and unpacks one archive entry.
+func (u *unpacker) entry(hdr *tar.Header, tr io.Reader) error {
+	h := u.h
+	if err := u.lim.admit(hdr.Name, hdr.Size); err != nil {
+		return err
+	}
+	files := u.lim.files
+	// The manifest comes first, as collect writes it: nothing is
+	// unpacked before the archive says what it is.
+	if files == 1 && (hdr.Name != "manifest.json" || hdr.Typeflag != tar.TypeReg) {
+		return fmt.Errorf("the first entry is %q, not manifest.json", hdr.Name)
+	}
+	if hdr.Typeflag != tar.TypeReg {
+		return nil // only regular files: no links that could point outside
+	}
+	name := path.Clean(hdr.Name)
+	if strings.HasPrefix(name, "/") || name == ".." || strings.HasPrefix(name, "../") {
+		return fmt.Errorf("unsafe entry %q", hdr.Name)
+	}
+	switch {
+	case name == "manifest.json":
+		if files != 1 {
+			return errors.New("a second manifest.json")
+		}
+		return h.unpackManifest(tr)
+	case name == "probes.json":
+		err := decodeEntries(tr, maxProbesBytes, h.snap.probes, func(k string, p probeResult) error {
+			if len(p.Out) > maxProbeValue || len(p.Err) > maxProbeValue {
+				return fmt.Errorf("probe %.60q holds more than %d MiB", k, maxProbeValue>>20)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("probes.json: %w", err)
+		}
+	case name == "errors.json":
+		if err := decodeEntries(tr, maxErrorsBytes, h.snap.errs, nil); err != nil {
+			return fmt.Errorf("errors.json: %w", err)
+		}
+	case strings.HasPrefix(name, "fs/"):
+		return u.file(name, tr, hdr.Size)
+	}
+	return nil
+}
+
+// unpackManifest reads the manifest and, for a known format, makes the
+// private directory the files are unpacked into.
+func (h *Host) unpackManifest(r io.Reader) error {
+	if err := json.NewDecoder(io.LimitReader(r, maxManifestBytes)).Decode(&h.manifest); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	if h.manifest.Format != SnapshotFormat {
+		return fmt.Errorf("unknown format %q", h.manifest.Format)
+	}
+	dir, err := h.makePrivateDir("snapshot-")
+	if err != nil {
+		return err
+	}
+	h.tmpdir, h.root = dir, filepath.Join(dir, "fs")
+	return nil
+}
+
+// file writes an fs/ entry (its name clean and relative) under the
+// host's private directory, counting the directories it makes.
+func (u *unpacker) file(name string, r io.Reader, size int64) error {
+	if u.h.tmpdir == "" {
+		return errors.New("no manifest.json")
+	}
+	dst := filepath.Join(u.h.tmpdir, filepath.FromSlash(name))
+	made, err := mkdirs(filepath.Dir(dst), u.dirs)
+	if err != nil {
+		return err
+	}
+	if err := u.lim.addDirs(made); err != nil {
+		return err
+	}
+	return writeEntry(dst, r, size, u.copyBuf)
 }
 
 // mkdirs is os.MkdirAll that says how many directories it made: each is

@@ -19,66 +19,111 @@ func (s *scanner) hostView(r *Report, live []*proc, regions []*Region) {
 	mi := facts.ParseSmapsRollup(string(b)) // "Key: N kB" lines, in bytes
 	v.MemTotal, v.MemFree, v.MemAvailable = mi["MemTotal"], mi["MemFree"], mi["MemAvailable"]
 
-	var anonPSS, anonRSS, hugeOutside uint64
-	pssAnonAll := true
-	for _, p := range live {
-		v.ProcessesOwn += p.Own
-		anonPSS += p.PSSAnon
-		anonRSS += p.Anon
-		hugeOutside += p.hugetlbOutside
-		pssAnonAll = pssAnonAll && p.pssAnonOK
+	pt := sumProcs(live)
+	rt := sumRegions(regions)
+	v.ProcessesOwn, v.RegionsResident = pt.own, rt.resident
+	v.Accounted = v.ProcessesOwn + v.RegionsResident
+
+	v.Lines = append(v.Lines, anonLine(mi, pt, len(live) > 0, unreadNote(r.Unreadable)))
+	v.Lines = append(v.Lines, s.shmemLine(v, mi, rt))
+	// Huge pages in use (all pool sizes) against the hugetlb regions and
+	// the processes' private hugetlb mappings.
+	hugeUsed, hugePool := hugetlbUsage(s.h, mi)
+	if hugePool > 0 || rt.huge > 0 || pt.hugeOutside > 0 {
+		hl := Line{Name: "Hugetlb (in use)", Kernel: hugeUsed, ExplainedBy: []Item{
+			{"hugetlb regions, resident", rt.huge},
+			{"processes' hugetlb pages outside regions", pt.hugeOutside},
+		}, Note: "reserved but not yet faulted pages are free in the pool, not in use"}
+		v.Lines = append(v.Lines, finish(hl))
 	}
-	var shmRegions, hugeRegions uint64
-	lowerBound := 0
-	onDev := map[[2]uint32]uint64{}
+	kernelCounters(v, mi, hugePool)
+}
+
+// procTotals sums what the processes read hold.
+type procTotals struct {
+	own, anonPSS, anonRSS, hugeOutside uint64
+	pssAnonAll                         bool // every process had Pss_Anon
+}
+
+func sumProcs(live []*proc) procTotals {
+	t := procTotals{pssAnonAll: true}
+	for _, p := range live {
+		t.own += p.Own
+		t.anonPSS += p.PSSAnon
+		t.anonRSS += p.Anon
+		t.hugeOutside += p.hugetlbOutside
+		t.pssAnonAll = t.pssAnonAll && p.pssAnonOK
+	}
+	return t
+}
+
+// regionTotals sums the regions' resident bytes by where the kernel counts
+// them: hugetlb, a tmpfs device (by major:minor), or Shmem's internal mount.
+type regionTotals struct {
+	resident, shm, huge uint64
+	lowerBound          int // regions whose resident size is a lower bound
+	onDev               map[[2]uint32]uint64
+}
+
+func sumRegions(regions []*Region) regionTotals {
+	t := regionTotals{onDev: map[[2]uint32]uint64{}}
 	for _, rg := range regions {
-		v.RegionsResident += rg.Resident
+		t.resident += rg.Resident
 		if !rg.ResidentKnown {
-			lowerBound++
+			t.lowerBound++
 		}
 		switch {
 		case rg.Kind == KindHugetlb || rg.Kind == KindHugetlbfs || (rg.Kind == KindSysV && rg.PageSize > 4096) ||
 			(rg.Kind == KindMemfd && rg.PageSize > 4096):
-			hugeRegions += rg.Resident
+			t.huge += rg.Resident
 		case rg.Kind == KindPOSIX || rg.Kind == KindTmpfs:
-			onDev[[2]uint32{rg.key.major, rg.key.minor}] += rg.Resident
+			t.onDev[[2]uint32{rg.key.major, rg.key.minor}] += rg.Resident
 		default:
-			shmRegions += rg.Resident
+			t.shm += rg.Resident
 		}
 	}
-	v.Accounted = v.ProcessesOwn + v.RegionsResident
+	return t
+}
+
+// unreadNote is what the anonymous line adds when processes were unreadable.
+func unreadNote(unreadable []Unreadable) string {
 	unread := 0
-	for _, u := range r.Unreadable {
+	for _, u := range unreadable {
 		unread += u.Count
 	}
-	unreadNote := ""
-	if unread > 0 {
-		unreadNote = fmt.Sprintf("; includes what the %d unreadable processes hold", unread)
+	if unread == 0 {
+		return ""
 	}
+	return fmt.Sprintf("; includes what the %d unreadable processes hold", unread)
+}
 
-	// Anonymous pages: the sum of the processes' anonymous PSS counts each
-	// page once; their RSS counts a page shared copy-on-write with a fork
-	// parent once per process.
+// anonLine explains AnonPages. The sum of the processes' anonymous PSS
+// counts each page once; their RSS counts a page shared copy-on-write with
+// a fork parent once per process.
+func anonLine(mi map[string]uint64, pt procTotals, anyLive bool, unreadNote string) Line {
 	anon := Line{Name: "AnonPages", Kernel: mi["AnonPages"]}
-	if pssAnonAll && len(live) > 0 {
-		anon.ExplainedBy = []Item{{"processes' anonymous PSS", anonPSS}}
+	if pt.pssAnonAll && anyLive {
+		anon.ExplainedBy = []Item{{"processes' anonymous PSS", pt.anonPSS}}
 		anon.Note = "Pss_Anon of smaps_rollup; where smaps was read, the PSS of anonymous mappings plus, for file mappings with copy-on-write pages, their PSS in proportion; unexplained: processes not read, pages moving during the scan" + unreadNote
 	} else {
-		anon.ExplainedBy = []Item{{"processes' private anonymous RSS (RssAnon)", anonRSS}}
+		anon.ExplainedBy = []Item{{"processes' private anonymous RSS (RssAnon)", pt.anonRSS}}
 		anon.Note = "this kernel has no Pss_Anon: pages shared copy-on-write after fork count once per process, so the sum can exceed AnonPages" + unreadNote
 	}
-	v.Lines = append(v.Lines, finish(anon))
+	return finish(anon)
+}
 
-	// Shared memory: regions on the kernel's internal mount, plus what
-	// every tmpfs holds (POSIX shm lives on /dev/shm).
+// shmemLine explains Shmem: regions on the kernel's internal mount, plus
+// what every tmpfs holds (POSIX shm lives on /dev/shm), which it lists in
+// v.Tmpfs, fullest first.
+func (s *scanner) shmemLine(v *HostView, mi map[string]uint64, rt regionTotals) Line {
 	shm := Line{Name: "Shmem", Kernel: mi["Shmem"]}
-	shm.ExplainedBy = append(shm.ExplainedBy, Item{"shared regions (anonymous, System V, memfd), resident", shmRegions})
+	shm.ExplainedBy = append(shm.ExplainedBy, Item{"shared regions (anonymous, System V, memfd), resident", rt.shm})
 	var tmpfsUsed uint64
 	for _, m := range s.mounts.list {
 		if m.fstype == "hugetlbfs" {
 			continue
 		}
-		t := TmpfsUsage{Mount: m.point, Dev: fmt.Sprintf("%d:%d", m.major, m.minor), Regions: onDev[[2]uint32{m.major, m.minor}]}
+		t := TmpfsUsage{Mount: m.point, Dev: fmt.Sprintf("%d:%d", m.major, m.minor), Regions: rt.onDev[[2]uint32{m.major, m.minor}]}
 		st, err := s.st.Statfs(m.point)
 		if err != nil {
 			t.Err = host.Explain(err)
@@ -91,28 +136,19 @@ func (s *scanner) hostView(r *Report, live []*proc, regions []*Region) {
 	sort.SliceStable(v.Tmpfs, func(a, b int) bool { return v.Tmpfs[a].Used > v.Tmpfs[b].Used })
 	shm.ExplainedBy = append(shm.ExplainedBy, Item{"tmpfs files (used blocks of every tmpfs, POSIX shm regions included)", tmpfsUsed})
 	shm.Note = "unexplained: shared regions no process maps (held only by a file descriptor), regions of processes not read"
-	if lowerBound > 0 {
-		shm.Note += fmt.Sprintf("; %d regions' resident size is a lower bound (not root)", lowerBound)
+	if rt.lowerBound > 0 {
+		shm.Note += fmt.Sprintf("; %d regions' resident size is a lower bound (not root)", rt.lowerBound)
 	}
-	v.Lines = append(v.Lines, finish(shm))
+	return finish(shm)
+}
 
-	// Huge pages in use (all pool sizes) against the hugetlb regions and
-	// the processes' private hugetlb mappings.
-	hugeUsed, hugePool := hugetlbUsage(s.h, mi)
-	if hugePool > 0 || hugeRegions > 0 || hugeOutside > 0 {
-		hl := Line{Name: "Hugetlb (in use)", Kernel: hugeUsed, ExplainedBy: []Item{
-			{"hugetlb regions, resident", hugeRegions},
-			{"processes' hugetlb pages outside regions", hugeOutside},
-		}, Note: "reserved but not yet faulted pages are free in the pool, not in use"}
-		v.Lines = append(v.Lines, finish(hl))
-	}
-
-	// The kernel's other counters: caches and its own memory.
-	cached := mi["Cached"]
+// kernelCounters lists the kernel's other counters (caches and its own
+// memory) and what MemTotal - MemFree holds beyond them.
+func kernelCounters(v *HostView, mi map[string]uint64, hugePool uint64) {
 	items := []Item{
 		{"AnonPages", mi["AnonPages"]},
 		{"Shmem", mi["Shmem"]},
-		{"file cache (Cached - Shmem)", sub(cached, mi["Shmem"])},
+		{"file cache (Cached - Shmem)", sub(mi["Cached"], mi["Shmem"])},
 		{"Buffers", mi["Buffers"]},
 		{"SwapCached", mi["SwapCached"]},
 		{"Slab reclaimable (SReclaimable)", mi["SReclaimable"]},

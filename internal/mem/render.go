@@ -44,113 +44,135 @@ func Text(w io.Writer, r *Report, o RenderOptions) error {
 		by = "pss"
 	}
 	fmt.Fprintf(ew, "PROCESSES: %d shown of %d read, by %s\n", len(ps), r.Scanned, by)
+	processesText(ew, r, ps)
+	fmt.Fprintf(ew, "\nSHARED REGIONS: %d, each counted once\n", len(r.Regions))
+	regionsText(ew, r.Regions)
+	instancesText(ew, r.Instances)
+	fmt.Fprintln(ew, "\nHOST (/proc/meminfo)")
+	hostText(ew, r.Host)
+	numaText(ew, r.NUMA, ps)
+	for _, note := range r.Notes {
+		fmt.Fprintln(ew, "note:", note)
+	}
+	return ew.Err
+}
+
+// processesText writes the processes shown, then why others were unread.
+func processesText(w io.Writer, r *Report, ps []Process) {
 	t := table{head: []string{"PID", "USER", "COMM", "RSS", "PSS", "USS", "SWAP", "ANON", "FILE", "SHMEM", "HUGETLB", "THP", "REGION PSS", "INSTANCE"},
 		right: map[int]bool{0: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true, 9: true, 10: true, 11: true, 12: true}}
 	for _, p := range ps {
 		t.add(strconv.Itoa(p.PID), p.User, p.Comm, Human(p.RSS), Human(p.PSS), Human(p.USS), Human(p.Swap),
 			Human(p.Anon), Human(p.File), Human(p.Shmem), Human(p.Hugetlb), Human(p.THP), Human(p.RegionPSS), p.Instance)
 	}
-	t.write(ew)
+	t.write(w)
 	for _, u := range r.Unreadable {
-		fmt.Fprintf(ew, "%s could not be read: %s\n", plural(u.Count, "process", "processes"), u.Reason)
+		fmt.Fprintf(w, "%s could not be read: %s\n", plural(u.Count, "process", "processes"), u.Reason)
 	}
+}
 
-	fmt.Fprintf(ew, "\nSHARED REGIONS: %d, each counted once\n", len(r.Regions))
-	if len(r.Regions) > 0 {
-		t = table{head: []string{"KIND", "NAME", "ID", "SIZE", "RESIDENT", "MAPPED", "PIDS (PSS share)", "INSTANCE"},
-			right: map[int]bool{3: true, 4: true, 5: true}}
-		var notes []string
-		for _, rg := range r.Regions {
-			id := fmt.Sprintf("ino %d", rg.Inode)
-			if rg.ShmID != nil {
-				id = fmt.Sprintf("shmid %d", *rg.ShmID)
-			}
-			res := Human(rg.Resident)
-			if !rg.ResidentKnown {
-				res = ">=" + res
-			}
-			pids := mappersText(rg)
-			if rg.Orphaned {
-				pids = "orphaned"
-			}
-			t.add(rg.Kind, rg.Name, id, Human(rg.Size), res, Human(rg.Mapped), pids, rg.Instance)
-			if rg.Note != "" {
-				notes = append(notes, fmt.Sprintf("%s %s: %s", rg.Kind, rg.Name, rg.Note))
-			}
-		}
-		t.write(ew)
-		for _, n := range dedupNotes(notes) {
-			fmt.Fprintln(ew, "  "+n)
-		}
+// regionsText writes the shared regions' table and their notes.
+func regionsText(w io.Writer, regions []Region) {
+	if len(regions) == 0 {
+		return
 	}
-
-	if len(r.Instances) > 0 {
-		fmt.Fprintf(ew, "\nINSTANCES (total = shared regions resident, once + processes' PSS outside them)\n")
-		for _, in := range r.Instances {
-			fmt.Fprintf(ew, "%s (pid %d, %s) — shared regions %s, %s resident; processes private %s + share of libraries and copy-on-write pages %s; total %s\n",
-				in.Name, in.PID, plural(len(in.PIDs), "process", "processes"), Human(in.RegionsSize), Human(in.RegionsResident), Human(in.Private),
-				Human(sub(in.Own, in.Private)), Human(in.Total))
-			if in.Unreadable > 0 {
-				fmt.Fprintf(ew, "  %d of its processes could not be read: the sums leave them out\n", in.Unreadable)
-			}
+	t := table{head: []string{"KIND", "NAME", "ID", "SIZE", "RESIDENT", "MAPPED", "PIDS (PSS share)", "INSTANCE"},
+		right: map[int]bool{3: true, 4: true, 5: true}}
+	var notes []string
+	for _, rg := range regions {
+		id := fmt.Sprintf("ino %d", rg.Inode)
+		if rg.ShmID != nil {
+			id = fmt.Sprintf("shmid %d", *rg.ShmID)
+		}
+		res := Human(rg.Resident)
+		if !rg.ResidentKnown {
+			res = ">=" + res
+		}
+		pids := mappersText(rg)
+		if rg.Orphaned {
+			pids = "orphaned"
+		}
+		t.add(rg.Kind, rg.Name, id, Human(rg.Size), res, Human(rg.Mapped), pids, rg.Instance)
+		if rg.Note != "" {
+			notes = append(notes, fmt.Sprintf("%s %s: %s", rg.Kind, rg.Name, rg.Note))
 		}
 	}
+	t.write(w)
+	for _, n := range dedupNotes(notes) {
+		fmt.Fprintln(w, "  "+n)
+	}
+}
 
-	h := r.Host
-	fmt.Fprintln(ew, "\nHOST (/proc/meminfo)")
+// instancesText writes each database instance's totals.
+func instancesText(w io.Writer, instances []Instance) {
+	if len(instances) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nINSTANCES (total = shared regions resident, once + processes' PSS outside them)\n")
+	for _, in := range instances {
+		fmt.Fprintf(w, "%s (pid %d, %s) — shared regions %s, %s resident; processes private %s + share of libraries and copy-on-write pages %s; total %s\n",
+			in.Name, in.PID, plural(len(in.PIDs), "process", "processes"), Human(in.RegionsSize), Human(in.RegionsResident), Human(in.Private),
+			Human(sub(in.Own, in.Private)), Human(in.Total))
+		if in.Unreadable > 0 {
+			fmt.Fprintf(w, "  %d of its processes could not be read: the sums leave them out\n", in.Unreadable)
+		}
+	}
+}
+
+// hostText writes the reconciliation of /proc/meminfo (hostView).
+func hostText(w io.Writer, h HostView) {
 	if h.Err != "" {
-		fmt.Fprintln(ew, "  unreadable:", h.Err)
-	} else {
-		fmt.Fprintf(ew, "  MemTotal %s, MemFree %s, MemAvailable %s\n", Human(h.MemTotal), Human(h.MemFree), Human(h.MemAvailable))
-		fmt.Fprintf(ew, "  processes' PSS outside shared regions %s + shared regions resident %s = %s\n",
-			Human(h.ProcessesOwn), Human(h.RegionsResident), Human(h.Accounted))
-		for _, l := range h.Lines {
-			fmt.Fprintf(ew, "  %-17s %10s = ", l.Name, Human(l.Kernel))
-			for i, it := range l.ExplainedBy {
-				if i > 0 {
-					fmt.Fprint(ew, " + ")
-				}
-				fmt.Fprintf(ew, "%s %s", it.Name, Human(it.Bytes))
-			}
-			fmt.Fprintf(ew, " + unexplained %s\n", signed(l.Unexplained))
-		}
-		fmt.Fprint(ew, "  kernel and caches:")
-		for i, it := range h.Kernel {
-			sep := ","
-			if i == 0 {
-				sep = ""
-			}
-			fmt.Fprintf(ew, "%s %s %s", sep, it.Name, Human(it.Bytes))
-		}
-		fmt.Fprintf(ew, "\n  used (MemTotal - MemFree) not itemised by /proc/meminfo: %s\n", signed(h.Unitemised))
+		fmt.Fprintln(w, "  unreadable:", h.Err)
+		return
 	}
+	fmt.Fprintf(w, "  MemTotal %s, MemFree %s, MemAvailable %s\n", Human(h.MemTotal), Human(h.MemFree), Human(h.MemAvailable))
+	fmt.Fprintf(w, "  processes' PSS outside shared regions %s + shared regions resident %s = %s\n",
+		Human(h.ProcessesOwn), Human(h.RegionsResident), Human(h.Accounted))
+	for _, l := range h.Lines {
+		fmt.Fprintf(w, "  %-17s %10s = ", l.Name, Human(l.Kernel))
+		for i, it := range l.ExplainedBy {
+			if i > 0 {
+				fmt.Fprint(w, " + ")
+			}
+			fmt.Fprintf(w, "%s %s", it.Name, Human(it.Bytes))
+		}
+		fmt.Fprintf(w, " + unexplained %s\n", signed(l.Unexplained))
+	}
+	fmt.Fprint(w, "  kernel and caches:")
+	for i, it := range h.Kernel {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(w, "%s %s %s", sep, it.Name, Human(it.Bytes))
+	}
+	fmt.Fprintf(w, "\n  used (MemTotal - MemFree) not itemised by /proc/meminfo: %s\n", signed(h.Unitemised))
+}
 
-	n := r.NUMA
-	if len(n.Nodes) > 0 {
-		fmt.Fprintf(ew, "\nNUMA: %s;", plural(len(n.Nodes), "node", "nodes"))
-		for _, nd := range n.Nodes {
-			fmt.Fprintf(ew, " node%d %s total, %s free;", nd.ID, Human(nd.MemTotal), Human(nd.MemFree))
-		}
-		fmt.Fprintf(ew, " numa_maps read: %s\n", n.Read)
-		for _, p := range ps {
-			if p.NUMA == nil {
-				continue
-			}
-			if p.NUMA.Err != "" {
-				fmt.Fprintf(ew, "  %d %s: %s\n", p.PID, p.Comm, p.NUMA.Err)
-				continue
-			}
-			flag := ""
-			if p.NUMA.Imbalanced {
-				flag = "  IMBALANCED"
-			}
-			fmt.Fprintf(ew, "  %d %s: policy %s, %s%s\n", p.PID, p.Comm, p.NUMA.Policy, nodesText(p.NUMA.Nodes), flag)
-		}
+// numaText writes the nodes and the shown processes' placement.
+func numaText(w io.Writer, n NUMAView, ps []Process) {
+	if len(n.Nodes) == 0 {
+		return
 	}
-	for _, note := range r.Notes {
-		fmt.Fprintln(ew, "note:", note)
+	fmt.Fprintf(w, "\nNUMA: %s;", plural(len(n.Nodes), "node", "nodes"))
+	for _, nd := range n.Nodes {
+		fmt.Fprintf(w, " node%d %s total, %s free;", nd.ID, Human(nd.MemTotal), Human(nd.MemFree))
 	}
-	return ew.Err
+	fmt.Fprintf(w, " numa_maps read: %s\n", n.Read)
+	for _, p := range ps {
+		if p.NUMA == nil {
+			continue
+		}
+		if p.NUMA.Err != "" {
+			fmt.Fprintf(w, "  %d %s: %s\n", p.PID, p.Comm, p.NUMA.Err)
+			continue
+		}
+		flag := ""
+		if p.NUMA.Imbalanced {
+			flag = "  IMBALANCED"
+		}
+		fmt.Fprintf(w, "  %d %s: policy %s, %s%s\n", p.PID, p.Comm, p.NUMA.Policy, nodesText(p.NUMA.Nodes), flag)
+	}
 }
 
 func mappersText(rg Region) string {

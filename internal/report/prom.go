@@ -7,19 +7,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/metrics"
 )
 
 // renderProm writes node_exporter textfile-collector format: the metrics
 // dbhost serve exports (docs/metrics.md), from the default collectors.
-func renderProm(w io.Writer, a *Audit, _ Options) error {
+func renderProm(w io.Writer, a *Audit, o Options) error {
 	set, err := metrics.NewSet(nil)
 	if err != nil {
 		return err
 	}
 	ms := set.Collect(&metrics.Input{Facts: a.Facts, Findings: a.Findings})
-	ms = append(ms, metrics.BuildInfo(host.Version))
+	ms = append(ms, metrics.BuildInfo(o.Version))
 	ms = append(ms, metrics.AuditMeta(a.Duration, time.Now())...)
 	return WriteMetrics(w, ms)
 }

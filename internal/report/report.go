@@ -39,6 +39,8 @@ func (a *Audit) experiment(id string) *results.FindingVerdict {
 type Options struct {
 	Verbose bool // show passes and evidence
 	Color   bool
+	// Version is the program's version, for dbhost_build_info (prom).
+	Version string
 }
 
 // Renderer writes an audit in one format.

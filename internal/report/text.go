@@ -2,14 +2,13 @@ package report
 
 import (
 	"fmt"
-	"github.com/dbhost/dbhost/internal/engine"
-	"github.com/dbhost/dbhost/internal/termsafe"
 	"io"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/results"
-
+	"github.com/dbhost/dbhost/internal/termsafe"
 	"github.com/dbhost/dbhost/internal/textio"
 )
 
@@ -25,37 +24,10 @@ func colors(on bool) palette {
 // renderText groups failures by severity, then what could not be judged,
 // then (with -v) what passed. Evidence and fixes are indented under each.
 func renderText(w io.Writer, a *Audit, o Options) error {
-	c := colors(o.Color)
-	f := a.Facts
 	ew := &textio.ErrWriter{W: w}
-	p := func(format string, args ...any) { fmt.Fprintf(ew, format, args...) }
-
-	how := "live"
-	if f.Source != "live" {
-		how = "snapshot " + f.Source
-	}
-	root := "as root"
-	if !f.AsRoot {
-		root = "not as root: some facts need root and are reported as unknown"
-	}
-	p("%sdbhost audit%s of %s (%s, kernel %s), %s, %s\n", c.bold, c.reset, f.System.Hostname, orDash(f.System.OS), orDash(f.System.Kernel.Value), how, root)
-	if len(f.Instances) == 0 {
-		p("Databases: none found running\n")
-	} else {
-		p("Databases:\n")
-		for _, in := range f.Instances {
-			src := in.SettingsSource
-			if in.LiveErr != "" {
-				src += " (live read failed: " + in.LiveErr + ")"
-			}
-			// Values an instance claims stay on their line.
-			p("  %-16s %s %s, pid %d, user %s, data %s, settings from %s\n", in.Name(), in.Flavor, termsafe.Line(orDash(in.Version)), in.PID, orDash(in.User), termsafe.Line(orDash(in.DataDir)), termsafe.Line(src))
-			if why := trustLine(in.Trust); why != "" {
-				p("  %-16s %s\n", "", why)
-			}
-		}
-	}
-
+	t := &textAudit{a: a, o: o, c: colors(o.Color), p: func(format string, args ...any) { fmt.Fprintf(ew, format, args...) }}
+	t.header()
+	c := t.c
 	groups := []struct {
 		title  string
 		status check.Status
@@ -82,52 +54,105 @@ func renderText(w io.Writer, a *Audit, o Options) error {
 		if len(in) == 0 {
 			continue
 		}
-		p("\n%s%s%s (%d)\n", c.bold+g.color, g.title, c.reset, len(in))
+		t.p("\n%s%s%s (%d)\n", c.bold+g.color, g.title, c.reset, len(in))
 		for _, fd := range in {
-			p("  %s%s%s %s%s%s  [%s] %s\n", g.color, g.mark, c.reset, c.bold, fd.ID, c.reset, termsafe.Line(fd.Subject), fd.Title)
-			// What an untrusted instance claims may hold newlines made to
-			// look like lines of their own: its text stays one paragraph.
-			para := func(s string) string { return s }
-			if fd.Untrusted {
-				para = termsafe.Line
-			}
-			if fd.Status != check.Pass || o.Verbose {
-				p("%s", indent(para(fd.Reason), "      "))
-			}
-			if o.Verbose {
-				for _, e := range fd.Evidence {
-					src := ""
-					if e.Source != "" {
-						src = c.grey + "  (" + e.Source + ")" + c.reset
-					}
-					p("      %s• %s = %s%s%s\n", c.grey, e.Key, c.reset, termsafe.Line(e.Value), termsafe.Line(src))
-				}
-			}
-			if v := a.experiment(fd.ID); v != nil && o.Verbose {
-				p("      %sexperiment:%s %s\n", c.bold, c.reset, experimentLine(v))
-			}
-			if fd.Fix != nil && fd.Status == check.Fail {
-				if fd.Fix.HostOnly {
-					p("      %sfix on the container's host:%s %s\n", c.bold, c.reset, fd.Fix.Summary)
-				} else {
-					p("      %sfix:%s %s\n", c.bold, c.reset, fd.Fix.Summary)
-				}
-				// Files first: the commands after them may depend on them.
-				for _, fl := range fd.Fix.Files {
-					p("        persist: %s\n", fl.Path)
-				}
-				for _, r := range fd.Fix.Runtime {
-					p("        now:     %s\n", r)
-				}
-				if fd.Fix.Manual != "" {
-					p("%s", indent(para(fd.Fix.Manual), "        "))
-				}
-			}
+			t.finding(fd, g.color, g.mark)
 		}
 	}
-	if len(f.Notes) > 0 && o.Verbose {
+	t.footer()
+	return ew.Err
+}
+
+// textAudit writes one audit as text.
+type textAudit struct {
+	a *Audit
+	o Options
+	c palette
+	p func(format string, args ...any)
+}
+
+// header names the host, how it was read, and its databases.
+func (t *textAudit) header() {
+	c, f, p := t.c, t.a.Facts, t.p
+	how := "live"
+	if f.Source != "live" {
+		how = "snapshot " + f.Source
+	}
+	root := "as root"
+	if !f.AsRoot {
+		root = "not as root: some facts need root and are reported as unknown"
+	}
+	p("%sdbhost audit%s of %s (%s, kernel %s), %s, %s\n", c.bold, c.reset, f.System.Hostname, orDash(f.System.OS), orDash(f.System.Kernel.Value), how, root)
+	if len(f.Instances) == 0 {
+		p("Databases: none found running\n")
+		return
+	}
+	p("Databases:\n")
+	for _, in := range f.Instances {
+		src := in.SettingsSource
+		if in.LiveErr != "" {
+			src += " (live read failed: " + in.LiveErr + ")"
+		}
+		// Values an instance claims stay on their line.
+		p("  %-16s %s %s, pid %d, user %s, data %s, settings from %s\n", in.Name(), in.Flavor, termsafe.Line(orDash(in.Version)), in.PID, orDash(in.User), termsafe.Line(orDash(in.DataDir)), termsafe.Line(src))
+		if why := trustLine(in.Trust); why != "" {
+			p("  %-16s %s\n", "", why)
+		}
+	}
+}
+
+// finding writes one finding: its line, reason, evidence (-v), stored
+// experiment verdict (-v) and fix.
+func (t *textAudit) finding(fd check.Finding, color, mark string) {
+	c, o, p := t.c, t.o, t.p
+	p("  %s%s%s %s%s%s  [%s] %s\n", color, mark, c.reset, c.bold, fd.ID, c.reset, termsafe.Line(fd.Subject), fd.Title)
+	// What an untrusted instance claims may hold newlines made to
+	// look like lines of their own: its text stays one paragraph.
+	para := func(s string) string { return s }
+	if fd.Untrusted {
+		para = termsafe.Line
+	}
+	if fd.Status != check.Pass || o.Verbose {
+		p("%s", indent(para(fd.Reason), "      "))
+	}
+	if o.Verbose {
+		for _, e := range fd.Evidence {
+			src := ""
+			if e.Source != "" {
+				src = c.grey + "  (" + e.Source + ")" + c.reset
+			}
+			p("      %s• %s = %s%s%s\n", c.grey, e.Key, c.reset, termsafe.Line(e.Value), termsafe.Line(src))
+		}
+	}
+	if v := t.a.experiment(fd.ID); v != nil && o.Verbose {
+		p("      %sexperiment:%s %s\n", c.bold, c.reset, experimentLine(v))
+	}
+	if fd.Fix == nil || fd.Status != check.Fail {
+		return
+	}
+	if fd.Fix.HostOnly {
+		p("      %sfix on the container's host:%s %s\n", c.bold, c.reset, fd.Fix.Summary)
+	} else {
+		p("      %sfix:%s %s\n", c.bold, c.reset, fd.Fix.Summary)
+	}
+	// Files first: the commands after them may depend on them.
+	for _, fl := range fd.Fix.Files {
+		p("        persist: %s\n", fl.Path)
+	}
+	for _, r := range fd.Fix.Runtime {
+		p("        now:     %s\n", r)
+	}
+	if fd.Fix.Manual != "" {
+		p("%s", indent(para(fd.Fix.Manual), "        "))
+	}
+}
+
+// footer writes the notes (-v) and the summary.
+func (t *textAudit) footer() {
+	a, c, o, p := t.a, t.c, t.o, t.p
+	if len(a.Facts.Notes) > 0 && o.Verbose {
 		p("\n%sNOTES%s\n", c.bold, c.reset)
-		for _, n := range f.Notes {
+		for _, n := range a.Facts.Notes {
 			p("  - %s\n", n)
 		}
 	}
@@ -141,7 +166,6 @@ func renderText(w io.Writer, a *Audit, o Options) error {
 	if !o.Verbose {
 		p("Run with -v for evidence and passed checks; `dbhost fix --out DIR` writes the persistent fixes.\n")
 	}
-	return ew.Err
 }
 
 // experimentLine describes a stored verdict on a finding: "fixed vs now

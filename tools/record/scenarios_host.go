@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
@@ -300,7 +301,7 @@ func applyTunedFix(r *Run) error {
 	if err != nil {
 		return err
 	}
-	f := facts.Gather(context.Background(), h, facts.Options{})
+	f := facts.Gather(context.Background(), h, check.GatherOptions(engine.Options{}))
 	fds := check.Run(f, check.Selector{Only: []string{"tuned.overrides"}})
 	check.RenderFixes(fds, fix.ContextFrom(f))
 	for _, fd := range fds {

@@ -238,7 +238,7 @@ func TestSnapshotReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.WriteSnapshot(f, "mysql replay test"); err != nil {
+	if err := h.WriteSnapshot(f, host.SnapshotInfo{Note: "mysql replay test"}); err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
@@ -302,7 +302,7 @@ func TestLiveDSNRecordsNoSecret(t *testing.T) {
 		t.Errorf("accounts not read with SELECT on mysql.*: %s", in.MySQL.UsersErr)
 	}
 	var buf bytes.Buffer
-	if err := h.WriteSnapshot(&buf, "secret test"); err != nil {
+	if err := h.WriteSnapshot(&buf, host.SnapshotInfo{Note: "secret test"}); err != nil {
 		t.Fatal(err)
 	}
 	zr, err := gzip.NewReader(&buf)

@@ -350,7 +350,7 @@ func TestIntegrationSnapshot(t *testing.T) {
 		t.Fatalf("not live: %s", live.LiveErr)
 	}
 	var buf bytes.Buffer
-	if err := h.WriteSnapshot(&buf, "postgres integration"); err != nil {
+	if err := h.WriteSnapshot(&buf, host.SnapshotInfo{Note: "postgres integration"}); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "snap.tar.gz")
