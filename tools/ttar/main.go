@@ -6,10 +6,12 @@
 //	go run ./tools/ttar build -o /tmp baseline   # one host, /tmp/baseline.tar.gz
 //	go run ./tools/ttar text db1.tar.gz          # testdata/hosts/db1.ttar
 //	go run ./tools/ttar text -base limits-nofile-1024 derived.tar.gz
+//	go run ./tools/ttar sums baseline            # after editing baseline.ttar by hand
 //
 // text stores an archive whose manifest note starts "derived from NAME" as
 // its changes against host NAME when the directory holds it (-base none
-// stores it in full).
+// stores it in full). sums records in SHA256SUMS the archives that hosts
+// edited by hand now build.
 package main
 
 import (
@@ -35,6 +37,8 @@ func main() {
 		err = build(os.Args[2:])
 	case "text":
 		err = text(os.Args[2:])
+	case "sums":
+		err = sums(os.Args[2:])
 	default:
 		usage()
 	}
@@ -45,7 +49,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: ttar build [-dir DIR] [-o OUTDIR] [NAME...] | ttar text [-dir DIR] [-base NAME|auto|none] FILE.tar.gz...")
+	fmt.Fprintln(os.Stderr, "usage: ttar build [-dir DIR] [-o OUTDIR] [NAME...] | ttar text [-dir DIR] [-base NAME|auto|none] FILE.tar.gz... | ttar sums [-dir DIR] NAME...")
 	os.Exit(2)
 }
 
@@ -79,6 +83,32 @@ func build(args []string) error {
 			return err
 		}
 		fmt.Println("built", p)
+	}
+	return nil
+}
+
+func sums(args []string) error {
+	fl := flag.NewFlagSet("sums", flag.ExitOnError)
+	dir := fl.String("dir", "testdata/hosts", "directory of the text forms")
+	fl.Parse(args)
+	if fl.NArg() == 0 {
+		usage()
+	}
+	for _, n := range fl.Args() {
+		n = strings.TrimSuffix(filepath.Base(n), ttar.Ext)
+		t, err := ttar.Load(*dir, n)
+		if err != nil {
+			return err
+		}
+		base, err := ttar.Base(*dir, n)
+		if err != nil {
+			return err
+		}
+		// Written again: the text as the tools write it, and its sum.
+		if err := ttar.Write(*dir, n, base, t); err != nil {
+			return fmt.Errorf("%s: %w", n, err)
+		}
+		fmt.Println("summed", filepath.Join(*dir, n+ttar.Ext))
 	}
 	return nil
 }
