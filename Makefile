@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 STATICCHECK_VERSION ?= v0.7.0
 
-.PHONY: build test test-unit deps vet fmt-check lint bench fuzz fixtures docs man package clean
+.PHONY: build test test-unit deps vet fmt-check lint bench fuzz fixtures hosts docs man package clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dbhost ./cmd/dbhost
@@ -42,11 +42,22 @@ bench: build
 	bench/compare.sh
 
 # Re-record the host fixtures in testdata/hosts (root; changes and restores
-# kernel settings, starts private servers).
+# kernel settings, starts private servers), then derive the states this VM
+# cannot produce from the new recordings. Both write the text form,
+# testdata/hosts/NAME.ttar.
 fixtures:
 	scripts/install-test-deps --record
 	$(GO) run ./tools/record all
+	$(GO) run ./tools/derive-host
+	$(GO) run ./tools/derive-memory
 	$(GO) run ./tools/derive-storage
+
+# The recorded hosts as snapshot archives, testdata/hosts/NAME.tar.gz, as
+# `dbhost collect` writes them (the repository holds their text form): for
+# `dbhost audit --from testdata/hosts/baseline.tar.gz` and the examples in
+# docs/. The tests build their own.
+hosts:
+	$(GO) run ./tools/ttar build
 
 # The Debian package: dist/dbhost_VERSION_ARCH.deb (binary, man pages, shell
 # completions, systemd units, Prometheus rules, Grafana dashboard;
@@ -63,4 +74,4 @@ man: build
 	./dbhost man dist/man
 
 clean:
-	rm -f dbhost
+	rm -f dbhost testdata/hosts/*.tar.gz

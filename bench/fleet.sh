@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # 'dbhost fleet report' over N snapshots (default 500): symbolic links to
-# the 128 recorded hosts in testdata/hosts, taken in turn, in a temporary
-# directory. Reports the wall time and peak RSS (GNU time), the load
-# average before the run (other work on the machine slows it down), and
-# the report's size. Runs as any user.
+# the 128 recorded hosts in testdata/hosts (built from their text form),
+# taken in turn, in a temporary directory. Reports the wall time and peak
+# RSS (GNU time), the load average before the run (other work on the
+# machine slows it down), and the report's size. Runs as any user.
 #
 #   bench/fleet.sh [N] [extra flags for fleet report, e.g. -j 1]
 set -euo pipefail
@@ -16,7 +16,9 @@ shift || true
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/snaps"
-mapfile -t recorded < <(ls "$PWD"/testdata/hosts/*.tar.gz)
+mkdir "$tmp/recorded"
+go run ./tools/ttar build -o "$tmp/recorded" >/dev/null
+mapfile -t recorded < <(ls "$tmp"/recorded/*.tar.gz)
 for i in $(seq 0 $((n - 1))); do
   ln -s "${recorded[i % ${#recorded[@]}]}" "$(printf '%s/snaps/host%04d.tar.gz' "$tmp" "$i")"
 done

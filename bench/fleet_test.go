@@ -18,9 +18,10 @@ import (
 // times). Nothing is written to the repository.
 func fleetDir(tb testing.TB, n int) []string {
 	tb.Helper()
-	recorded, err := filepath.Glob(filepath.Join(fixture.Dir(), "*.tar.gz"))
-	if err != nil || len(recorded) == 0 {
-		tb.Fatalf("no recorded hosts in %s: %v", fixture.Dir(), err)
+	names := fixture.Names(tb)
+	recorded := make([]string, len(names))
+	for i, n := range names {
+		recorded[i] = fixture.Path(n)
 	}
 	dir := tb.TempDir()
 	files := make([]string, n)

@@ -49,12 +49,7 @@ func TestCatalog(t *testing.T) {
 		}
 		seen[c.ID] = map[check.Status]int{}
 	}
-	files, err := filepath.Glob(fixture.Path("*"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no recorded hosts: %v", err)
-	}
-	for _, file := range files {
-		name := strings.TrimSuffix(filepath.Base(file), ".tar.gz")
+	for _, name := range fixture.Names(t) {
 		for _, fd := range fixture.Findings(t, name) {
 			seen[fd.ID][fd.Status]++
 			if fd.Status == check.Unknown && fd.Reason == "" {

@@ -1,7 +1,6 @@
 package check_test
 
 import (
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,10 +13,6 @@ import (
 // to paste, reloads come before changes of the running system, and each
 // fix that needs a restart says so.
 func TestNowStepsOnRecordedHosts(t *testing.T) {
-	files, err := filepath.Glob(fixture.Path("*"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no recorded hosts: %v", err)
-	}
 	reload := []string{"systemctl daemon-reload", "sysctl --system", "udevadm", "systemd-tmpfiles"}
 	isReload := func(c string) bool {
 		for _, p := range reload {
@@ -28,8 +23,7 @@ func TestNowStepsOnRecordedHosts(t *testing.T) {
 		return false
 	}
 	restarts := 0
-	for _, p := range files {
-		name := strings.TrimSuffix(filepath.Base(p), ".tar.gz")
+	for _, name := range fixture.Names(t) {
 		if fixture.Facts(t, name).System.Systemd {
 			t.Errorf("%s: recorded where PID 1 is systemd; this test assumes otherwise", name)
 			continue

@@ -2,10 +2,8 @@ package check_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"sort"
-	"strings"
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/check"
@@ -21,13 +19,8 @@ import (
 // fallbacks.
 func judgedFacts(t *testing.T) map[string]*facts.Facts {
 	t.Helper()
-	files, err := filepath.Glob(fixture.Path("*"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no recorded hosts: %v", err)
-	}
 	out := map[string]*facts.Facts{}
-	for _, file := range files {
-		name := strings.TrimSuffix(filepath.Base(file), ".tar.gz")
+	for _, name := range fixture.Names(t) {
 		f := fixture.Facts(t, name)
 		out[name] = f
 		unreadable := *f

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dbhost/dbhost/internal/fixture/ttar"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/host/hosttest"
 )
@@ -59,9 +60,16 @@ func direct(t *testing.T, h *host.Host) Facts {
 // kernel parameter HostFacts fails to name.
 func recordedHosts(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("../../testdata/hosts/*.tar.gz")
-	if err != nil || len(files) == 0 {
+	const dir = "../../testdata/hosts"
+	names, err := ttar.Names(dir)
+	if err != nil || len(names) == 0 {
 		t.Fatalf("no recorded hosts: %v", err)
+	}
+	files := make([]string, len(names))
+	for i, n := range names {
+		if files[i], err = ttar.Archive(dir, n); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return files
 }

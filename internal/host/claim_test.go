@@ -461,7 +461,7 @@ func TestClaimSnapshot(t *testing.T) {
 // host itself is no longer referenced.
 func TestClaimOldSnapshot(t *testing.T) {
 	privateTmp(t)
-	s, err := OpenSnapshot(baseline)
+	s, err := OpenSnapshot(baseline(t))
 	if err != nil {
 		t.Fatal(err)
 	}

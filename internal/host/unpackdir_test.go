@@ -13,11 +13,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dbhost/dbhost/internal/fixture/ttar"
 	"github.com/dbhost/dbhost/internal/testdb"
 	"golang.org/x/sys/unix"
 )
 
-const baseline = "../../testdata/hosts/baseline.tar.gz"
+// baseline is the baseline recording's archive, built from its text form
+// (the fixture package, which would build it too, imports this one).
+func baseline(t testing.TB) string {
+	t.Helper()
+	p, err := ttar.Archive("../../testdata/hosts", "baseline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 // privateTmp points TMPDIR (and so the unpack area) at a directory of the
 // test's own and returns the per-user unpack directory.
@@ -186,7 +196,7 @@ func TestKilledUnpackCleanedUp(t *testing.T) {
 	if len(left) != 1 || !strings.HasPrefix(left[0], fmt.Sprintf("snapshot-%d-", child.Process.Pid)) {
 		t.Fatalf("want the killed child's directory, have %v", left)
 	}
-	h, err := OpenSnapshot(baseline)
+	h, err := OpenSnapshot(baseline(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +228,7 @@ func TestUnpackBaseOfAnotherUser(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.Chmod(base, 0o777)
-		h, err := OpenSnapshot(baseline)
+		h, err := OpenSnapshot(baseline(t))
 		if err != nil {
 			t.Fatal(err)
 		}

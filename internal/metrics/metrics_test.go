@@ -3,7 +3,6 @@ package metrics_test
 import (
 	"bytes"
 	"math"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,14 +225,13 @@ func TestHostileLabels(t *testing.T) {
 // per database device. Every recorded host is checked; untrusted instances
 // add no series (TestUntrustedSeriesBounded).
 func TestCardinalityBound(t *testing.T) {
-	hosts, err := filepath.Glob(filepath.Join(fixture.Dir(), "*.tar.gz"))
-	if err != nil || len(hosts) < 100 {
-		t.Fatalf("recorded hosts: %d, %v", len(hosts), err)
+	hosts := fixture.Names(t)
+	if len(hosts) < 100 {
+		t.Fatalf("recorded hosts: %d", len(hosts))
 	}
 	aggregates := 2*len(engine.Engines) + 9
 	most := 0
-	for _, p := range hosts {
-		name := strings.TrimSuffix(filepath.Base(p), ".tar.gz")
+	for _, name := range hosts {
 		f := fixture.Facts(t, name)
 		mfs := families(t, f, fixture.Findings(t, name), nil)
 		n := 0

@@ -2,7 +2,9 @@
 // scenario it changes this machine (kernel knobs through a journal, private
 // database servers, loop-mounted filesystems), runs `dbhost collect`, and
 // puts everything back, also on Ctrl-C and after a crash (the journal is
-// restored at the next start).
+// restored at the next start). Each recording is stored in its text form,
+// testdata/hosts/NAME.ttar (package ttar; go run ./tools/ttar build makes
+// the archive).
 //
 //	go run ./tools/record -list
 //	sudo go run ./tools/record baseline tuned-memory
@@ -10,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +25,7 @@ import (
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/cli"
+	"github.com/dbhost/dbhost/internal/fixture/ttar"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/testdb"
@@ -32,7 +36,7 @@ const journalFile = "/var/tmp/dbhost-record.journal"
 
 // Scenario is one recorded host.
 type Scenario struct {
-	Name string // fixture file name, without .tar.gz
+	Name string // fixture name: testdata/hosts/NAME.ttar
 	Note string // what the fixture shows, stored in its manifest
 	// AsUser collects as this user instead of root (to record what a
 	// non-root audit can and cannot see).
@@ -53,7 +57,7 @@ func register(s Scenario) {
 }
 
 func main() {
-	out := flag.String("out", "testdata/hosts", "directory for the recorded archives")
+	out := flag.String("out", "testdata/hosts", "directory for the recorded hosts (text forms)")
 	list := flag.Bool("list", false, "list the scenarios")
 	execCollect := flag.String("exec-collect", "", "internal: collect to this file as the current user")
 	note := flag.String("note", "", "internal: note for -exec-collect")
@@ -96,7 +100,7 @@ func main() {
 			failed = true
 			continue
 		}
-		fmt.Printf("recorded %s\n", filepath.Join(*out, n+".tar.gz"))
+		fmt.Printf("recorded %s\n", filepath.Join(*out, n+ttar.Ext))
 	}
 	if failed {
 		os.Exit(1)
@@ -134,23 +138,28 @@ func record(s Scenario, outDir string) (err error) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return err
 	}
-	dst, err := filepath.Abs(filepath.Join(outDir, s.Name+".tar.gz"))
+	snap, err := collectAs(s.AsUser, s.Note)
 	if err != nil {
 		return err
 	}
-	return collectAs(s.AsUser, dst, s.Note)
+	t, err := ttar.ReadArchive(bytes.NewReader(snap))
+	if err != nil {
+		return err
+	}
+	return ttar.Write(outDir, s.Name, "", t)
 }
 
 // collectAs runs `dbhost collect` in a child process as the given user (root
-// when empty), so the snapshot records exactly what that user can read.
-func collectAs(user, dst, note string) error {
+// when empty), so the snapshot records exactly what that user can read, and
+// returns the snapshot archive.
+func collectAs(user, note string) ([]byte, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tmp, err := os.MkdirTemp("", "dbhost-record-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 	file := filepath.Join(tmp, "snapshot.tar.gz")
@@ -159,13 +168,13 @@ func collectAs(user, dst, note string) error {
 	bin := filepath.Join(tmp, "collector")
 	b, err := os.ReadFile(self)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	cmd := exec.Command(bin, "-exec-collect", file, "-note", note)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -173,22 +182,18 @@ func collectAs(user, dst, note string) error {
 	if user != "" {
 		uid, gid, err := lookup(user)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := os.Chown(tmp, uid, gid); err != nil {
-			return err
+			return nil, err
 		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/nonexistent"}
 	}
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("collect: %w", err)
+		return nil, fmt.Errorf("collect: %w", err)
 	}
-	snap, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, snap, 0o644)
+	return os.ReadFile(file)
 }
 
 func lookup(name string) (int, int, error) {
