@@ -42,7 +42,6 @@ import (
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
-	"github.com/dbhost/dbhost/internal/workload"
 )
 
 // Setting is one knob assignment of an arm, as written by users.
@@ -280,10 +279,13 @@ func nextAssignment(s string) (name, value, rest string, err error) {
 
 // Target is what the knobs apply to.
 type Target struct {
-	Engine  engine.Engine    // "" when no database (kernel knobs only)
-	DataDir string           // the database's data directory (for disk.* and pg.*)
-	PG      *workload.Target // how to connect (superuser) when Engine is postgres
-	MySQL   *workload.Target
+	Engine  engine.Engine // "" when no database (kernel knobs only)
+	DataDir string        // the database's data directory (for disk.* and pg.*)
+	// PG or MySQL is how to connect (superuser) to the server of Engine.
+	// An endpoint Locate has not resolved is resolved on the first
+	// connection: knobs are set only on a server discovered on this host.
+	PG    *engine.Endpoint
+	MySQL *engine.Endpoint
 	// Restart restarts the database server and waits until it accepts
 	// connections; nil when dbhost may not restart it (then knobs that
 	// need a restart are refused before anything changes, with a clear
@@ -303,6 +305,32 @@ type Applier struct {
 
 	mu   sync.Mutex
 	devs *dataDevices // the devices under DataDir, found once
+	ep   *engine.Endpoint
+}
+
+// endpoint is the target's connection for engine e, located once.
+func (a *Applier) endpoint(ctx context.Context, e engine.Engine) (engine.Endpoint, error) {
+	t := a.t.PG
+	if e == engine.MySQL {
+		t = a.t.MySQL
+	}
+	if a.t.Engine != e || t == nil {
+		return engine.Endpoint{}, fmt.Errorf("the target is not a %s server", engine.ProfileOf(e).Name())
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ep != nil {
+		return *a.ep, nil
+	}
+	ep := *t
+	if !ep.Located() {
+		var err error
+		if ep, err = engine.Locate(ctx, a.h, ep); err != nil {
+			return ep, err
+		}
+	}
+	a.ep = &ep
+	return ep, nil
 }
 
 // NewApplier returns an Applier. Changes go through j; h must be the live

@@ -13,12 +13,11 @@ import (
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/knob"
 	"github.com/dbhost/dbhost/internal/testdb"
-	"github.com/dbhost/dbhost/internal/workload"
 )
 
 func myTarget(s *testdb.Server) knob.Target {
 	return knob.Target{Engine: engine.MySQL, DataDir: s.DataDir,
-		MySQL: &workload.Target{Engine: engine.MySQL, Host: s.Socket, User: "root"}}
+		MySQL: &engine.Endpoint{Engine: engine.MySQL, Host: s.Socket, User: "root"}}
 }
 
 // global reads a global variable on a new connection (root by socket

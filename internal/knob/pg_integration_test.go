@@ -18,7 +18,6 @@ import (
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/knob"
 	"github.com/dbhost/dbhost/internal/testdb"
-	"github.com/dbhost/dbhost/internal/workload"
 )
 
 func integration(t *testing.T) {
@@ -47,7 +46,7 @@ func tempJournal(t *testing.T) (*journal.Journal, string) {
 
 func pgTarget(s *testdb.Server) knob.Target {
 	return knob.Target{Engine: engine.Postgres, DataDir: s.DataDir,
-		PG: &workload.Target{Engine: engine.Postgres, Host: s.Socket, Port: s.Port, User: "postgres", DB: "postgres"}}
+		PG: &engine.Endpoint{Engine: engine.Postgres, Host: s.Socket, Port: s.Port, User: "postgres", DB: "postgres"}}
 }
 
 // show reads a parameter on a new connection.
