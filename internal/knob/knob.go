@@ -310,12 +310,12 @@ type Applier struct {
 
 // endpoint is the target's connection for engine e, located once.
 func (a *Applier) endpoint(ctx context.Context, e engine.Engine) (engine.Endpoint, error) {
-	t := a.t.PG
+	t, what := a.t.PG, "PostgreSQL"
 	if e == engine.MySQL {
-		t = a.t.MySQL
+		t, what = a.t.MySQL, "MySQL/MariaDB"
 	}
 	if a.t.Engine != e || t == nil {
-		return engine.Endpoint{}, fmt.Errorf("the target is not a %s server", engine.ProfileOf(e).Name())
+		return engine.Endpoint{}, fmt.Errorf("the target is not a %s server", what)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
