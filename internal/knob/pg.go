@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,6 +30,8 @@ const (
 )
 
 func init() { journal.RegisterKind(KindPGAutoconf, undoPGAutoconf) }
+
+var pgServerComms = []string{"postgres", "postmaster"}
 
 // pgAutoconf is the journal data of KindPGAutoconf: all an undo needs, in
 // a new process, without a connection.
@@ -193,7 +194,7 @@ func (a *Applier) applyPG(ctx context.Context, items []*item, restart bool) erro
 	}
 	h := a.h
 	data := pgAutoconf{DataDir: dir, File: fs, RestartArgv: a.t.RestartArgv, RestartUser: a.t.RestartUser,
-		PostmasterPID: serverProcess(h, readPIDFile(filepath.Join(dir, "postmaster.pid")), dir, "postgres", "postmaster")}
+		PostmasterPID: serverProcess(h, readPIDFile(h, filepath.Join(dir, "postmaster.pid")), dir, pgServerComms...)}
 	names := make([]string, len(items))
 	for i, it := range items {
 		names[i] = it.Name
@@ -358,32 +359,7 @@ func undoPGAutoconf(raw json.RawMessage) error {
 	if _, err := os.Stat(d.DataDir); errors.Is(err, os.ErrNotExist) {
 		return nil // the cluster is gone: nothing to restore
 	}
-	if _, err := d.File.restore(); err != nil {
-		return fmt.Errorf("restoring %s: %w", d.File.Path, err)
-	}
-	h, err := host.Open("/")
-	if err != nil {
-		return err
-	}
-	pid := serverProcess(h, readPIDFile(filepath.Join(d.DataDir, "postmaster.pid")), d.DataDir, "postgres", "postmaster")
-	if pid == 0 {
-		return nil
-	}
-	if d.Restart {
-		st, err := os.Stat(d.File.Path)
-		if err != nil {
-			return err
-		}
-		if startedAfter(h, pid, st.ModTime()) {
-			return nil
-		}
-		if err := restartServer(d.DataDir, d.RestartArgv, d.RestartUser); err != nil {
-			return fmt.Errorf("%s restored, but the server must restart to use it again: %w", d.File.Path, err)
-		}
-		return nil
-	}
-	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("reloading the server (pid %d): %w", pid, err)
-	}
-	return nil
+	srv := serverFiles{dataDir: d.DataDir, pidFile: filepath.Join(d.DataDir, "postmaster.pid"), comms: pgServerComms,
+		restartArgv: d.RestartArgv, restartUser: d.RestartUser}
+	return srv.restore(d.File, d.Restart)
 }
