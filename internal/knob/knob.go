@@ -503,74 +503,89 @@ func (a *Applier) Apply(ctx context.Context, set []Setting, force bool) (Applied
 	if err != nil {
 		return res, err
 	}
-	var pgItems, myItems []*item
+	c := changes{kernel: a.kernelOrder(p.items), restart: p.restart || force}
 	for _, it := range p.items {
 		switch it.class {
 		case pg:
-			pgItems = append(pgItems, it)
+			c.pg = append(c.pg, it)
 		case mysql:
-			myItems = append(myItems, it)
+			c.mysql = append(c.mysql, it)
 		}
 	}
-	restart := p.restart || force
-	if len(pgItems) > 0 {
-		if err := a.applyPG(ctx, pgItems, restart); err != nil {
-			return res, err
+	if err := a.change(ctx, c, &res); err != nil {
+		return res, err
+	}
+	return res, a.readBack(ctx, c, res.Values)
+}
+
+// changes are a plan's items in the order Apply makes them.
+type changes struct {
+	kernel, pg, mysql []*item
+	restart           bool
+}
+
+// change makes the changes in Apply's order.
+func (a *Applier) change(ctx context.Context, c changes, res *Applied) error {
+	if len(c.pg) > 0 {
+		if err := a.applyPG(ctx, c.pg, c.restart); err != nil {
+			return err
 		}
 	}
-	if len(myItems) > 0 {
-		if err := a.applyMySQLFile(ctx, myItems); err != nil {
-			return res, err
+	if len(c.mysql) > 0 {
+		if err := a.applyMySQLFile(ctx, c.mysql); err != nil {
+			return err
 		}
 	}
-	kernel := a.kernelOrder(p.items)
-	for _, it := range kernel {
+	for _, it := range c.kernel {
 		for i, f := range it.files {
 			if err := a.j.Set(f, it.wants[i]); err != nil {
-				return res, fmt.Errorf("%s: writing %q to %s: %w", it.Name, it.wants[i], f, explainWrite(err))
+				return fmt.Errorf("%s: writing %q to %s: %w", it.Name, it.wants[i], f, explainWrite(err))
 			}
 		}
 	}
-	if restart {
+	if c.restart {
 		if err := a.t.Restart(ctx); err != nil {
-			return res, fmt.Errorf("restarting the database server: %w", err)
+			return fmt.Errorf("restarting the database server: %w", err)
 		}
 		res.Restarted = true
 	}
-	if len(myItems) > 0 {
-		if err := a.applyMySQLGlobal(ctx, myItems); err != nil {
-			return res, err
+	if len(c.mysql) > 0 {
+		if err := a.applyMySQLGlobal(ctx, c.mysql); err != nil {
+			return err
 		}
 	}
-	if len(pgItems) > 0 && !restart {
-		if err := a.reloadPG(ctx); err != nil {
-			return res, err
-		}
+	if len(c.pg) > 0 && !c.restart {
+		return a.reloadPG(ctx)
 	}
+	return nil
+}
+
+// readBack reads every changed knob back into values; what differs from
+// the value asked for is an error.
+func (a *Applier) readBack(ctx context.Context, c changes, values map[string]string) error {
 	var errs []error
-	for _, it := range kernel {
+	for _, it := range c.kernel {
 		v, err := a.readBackKernel(it)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		res.Values[it.Name] = v
+		values[it.Name] = v
 	}
-	if len(pgItems) > 0 {
-		vals, err := a.readBackPG(ctx, pgItems)
+	for _, db := range []struct {
+		items []*item
+		read  func(context.Context, []*item) (map[string]string, error)
+	}{{c.pg, a.readBackPG}, {c.mysql, a.readBackMySQL}} {
+		if len(db.items) == 0 {
+			continue
+		}
+		vals, err := db.read(ctx, db.items)
 		errs = append(errs, err)
 		for k, v := range vals {
-			res.Values[k] = v
+			values[k] = v
 		}
 	}
-	if len(myItems) > 0 {
-		vals, err := a.readBackMySQL(ctx, myItems)
-		errs = append(errs, err)
-		for k, v := range vals {
-			res.Values[k] = v
-		}
-	}
-	return res, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // sortedKeys returns a map's keys in order.

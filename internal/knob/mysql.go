@@ -468,37 +468,17 @@ func recoveryLogins(h *host.Host, key, recorded string) []*gomysql.Config {
 	return out
 }
 
-// recoveryConnect logs in to a server for an undo: the server discovered
-// on this host that listens at the recorded address (engine.Locate), which
-// must be the one of dataDir. gone is true when no such server answers
-// there (then a SET GLOBAL has been lost with it and there is nothing to
-// undo); no login is ever sent to another process.
+// recoveryConnect logs in to a server for an undo and checks it is the
+// one of dataDir. gone is true when no such server answers there (then a
+// SET GLOBAL has been lost with it and there is nothing to undo).
 func recoveryConnect(ctx context.Context, netw, addr, usr, dataDir string) (db *sql.DB, gone bool, err error) {
 	h, err := host.Open("/")
 	if err != nil {
 		return nil, false, err
 	}
-	ep := engine.Endpoint{Engine: engine.MySQL, Host: addr}
-	if netw != "unix" {
-		hostName, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, false, fmt.Errorf("journal entry names address %q: %w", addr, err)
-		}
-		ep.Host = hostName
-		ep.Port, _ = strconv.Atoi(port)
-	} else if _, err := os.Stat(addr); errors.Is(err, os.ErrNotExist) {
-		return nil, true, nil
-	}
-	ep, err = engine.Locate(ctx, h, ep)
-	var wrong *engine.WrongServerError
-	switch {
-	case errors.As(err, &wrong), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
-		return nil, true, nil // the server is down, or another process answers there
-	case err != nil:
-		return nil, false, err
-	}
-	if in := ep.Instance(); dataDir != "" && in.DataDir != "" && !samePath(filepath.Clean(in.DataDir), dataDir) {
-		return nil, true, nil // another server now answers there
+	ep, gone, err := recoveryEndpoint(ctx, h, netw, addr, dataDir)
+	if gone || err != nil {
+		return nil, gone, err
 	}
 	var errs []string
 	for _, c := range recoveryLogins(h, addr+"|"+usr, usr) {
@@ -527,6 +507,36 @@ func recoveryConnect(ctx context.Context, netw, addr, usr, dataDir string) (db *
 		errs = append(errs, fmt.Sprintf("as %s (%s): %v", c.User, how, err))
 	}
 	return nil, false, errors.New(strings.Join(errs, "; "))
+}
+
+// recoveryEndpoint locates the server at a journaled address: the one
+// discovered on this host that listens there (engine.Locate), which must
+// be the server of dataDir. No login goes to another process: a server
+// that is down, or another process at its address, is gone.
+func recoveryEndpoint(ctx context.Context, h *host.Host, netw, addr, dataDir string) (ep engine.Endpoint, gone bool, err error) {
+	ep = engine.Endpoint{Engine: engine.MySQL, Host: addr}
+	if netw != "unix" {
+		hostName, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return ep, false, fmt.Errorf("journal entry names address %q: %w", addr, err)
+		}
+		ep.Host = hostName
+		ep.Port, _ = strconv.Atoi(port)
+	} else if _, err := os.Stat(addr); errors.Is(err, os.ErrNotExist) {
+		return ep, true, nil
+	}
+	ep, err = engine.Locate(ctx, h, ep)
+	var wrong *engine.WrongServerError
+	switch {
+	case errors.As(err, &wrong), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
+		return ep, true, nil
+	case err != nil:
+		return ep, false, err
+	}
+	if in := ep.Instance(); dataDir != "" && in.DataDir != "" && !samePath(filepath.Clean(in.DataDir), dataDir) {
+		return ep, true, nil // another server now answers there
+	}
+	return ep, false, nil
 }
 
 // checkRecoveryLogin makes sure a later `recover` could log in without the
