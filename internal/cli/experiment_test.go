@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/pflag"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/experiment"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/pgcluster"
@@ -506,8 +507,8 @@ func TestExperimentKill9Recover(t *testing.T) {
 			t.Fatalf("no trial started within 90s; output:\n%s", log.String())
 		}
 		time.Sleep(200 * time.Millisecond)
-		b, err := os.ReadFile(jfile)
-		if err != nil || json.Unmarshal(b, &changes) != nil || !hasKnob(changes, "/proc/sys/vm/swappiness") {
+		var err error
+		if changes, err = journal.Pending(jfile); err != nil || !hasKnob(changes, "/proc/sys/vm/swappiness") {
 			continue
 		}
 		if childNamed(t, cmd.Process.Pid, "pgbench", "-T", "60") {
@@ -521,14 +522,14 @@ func TestExperimentKill9Recover(t *testing.T) {
 	cmd.Wait()
 	killed = true
 	var rec pgcluster.Record
-	var work experiment.WorkDirRecord
+	var work change.WorkDirRecord
 	for _, c := range changes {
 		switch c.Kind {
 		case pgcluster.Kind:
 			if err := json.Unmarshal(c.Data, &rec); err != nil {
 				t.Fatal(err)
 			}
-		case experiment.KindWorkDir:
+		case change.KindWorkDir:
 			if err := json.Unmarshal(c.Data, &work); err != nil {
 				t.Fatal(err)
 			}
@@ -671,8 +672,7 @@ func TestExperimentSIGTERM(t *testing.T) {
 			t.Fatalf("no trial started within 90s; output:\n%s", log.String())
 		}
 		time.Sleep(200 * time.Millisecond)
-		var changes []journal.Change
-		if b, err := os.ReadFile(jfile); err == nil && json.Unmarshal(b, &changes) == nil {
+		if changes, err := journal.Pending(jfile); err == nil {
 			for _, c := range changes {
 				var rec pgcluster.Record
 				if c.Kind == pgcluster.Kind && json.Unmarshal(c.Data, &rec) == nil {

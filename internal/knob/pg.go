@@ -16,7 +16,6 @@ import (
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/engine/postgres"
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/workload"
 )
 
@@ -30,8 +29,6 @@ const (
 	// pg_reload_conf only signals the postmaster.
 	pgReloadWait = 15 * time.Second
 )
-
-func init() { journal.RegisterKind(KindPGAutoconf, undoPGAutoconf) }
 
 // pgAutoconf is the journal data of KindPGAutoconf: all an undo needs, in
 // a new process, without a connection.
