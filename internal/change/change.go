@@ -36,7 +36,8 @@ const (
 // Config is everything the kinds need.
 type Config struct {
 	// Host is the rooted host every read goes through, read-backs
-	// included (nil: the live system at /, opened when needed).
+	// included (nil: the live system at /, opened when needed). Not a
+	// recording host: a recording answers a second read with the first.
 	Host *host.Host
 	// Engine says how an undo reconnects to a server.
 	Engine engine.Options

@@ -8,7 +8,6 @@ import (
 
 	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/knob"
 	"github.com/dbhost/dbhost/internal/pgcluster"
 	"github.com/dbhost/dbhost/internal/results"
@@ -73,7 +72,3 @@ func changeConfig(h *host.Host) change.Config {
 	maps.Copy(more, pgcluster.Kinds())
 	return change.Config{Host: h, More: more}
 }
-
-// Kinds are the undos an experiment's journal may hold, for a caller that
-// recovers it with others (dbhost fix --recover).
-func Kinds() journal.Kinds { return change.Kinds(changeConfig(nil)) }
