@@ -164,7 +164,11 @@ func recoverSets(env Env, opts apply.Options) ([]string, error) {
 
 // fixRecover runs --recover: every unfinished change on this host.
 func fixRecover(ctx context.Context, env Env, root string, opts apply.Options) int {
-	sets, rec, err := recoverHost(ctx, env, opts, filepath.Join(root, experiment.DefaultJournal), nil)
+	exp := filepath.Join(root, experiment.DefaultJournal)
+	if _, err := os.Lstat(exp); err != nil {
+		exp = "" // no experiment left anything
+	}
+	sets, rec, err := recoverHost(ctx, env, opts, exp, nil)
 	if err != nil {
 		return fixFail(env, "recover: %v", err)
 	}
@@ -178,15 +182,14 @@ func fixRecover(ctx context.Context, env Env, root string, opts apply.Options) i
 // host, for `fix --recover` and `experiment recover` alike: the change
 // sets of fix --apply and --rollback, then the experiment's journal (its
 // running experiments marked interrupted in store, which may be nil). rec
-// is nil when there is no experiment journal. The caller holds the host
-// lock.
+// is nil when expJournal is "". The caller holds the host lock.
 func recoverHost(ctx context.Context, env Env, opts apply.Options, expJournal string, store *results.Store) (sets []string, rec *experiment.Recovered, err error) {
 	sets, err = recoverSets(env, opts)
 	if err != nil {
 		return sets, nil, err
 	}
-	if _, err := os.Lstat(expJournal); err != nil && store == nil {
-		return sets, nil, nil // no experiment left anything
+	if expJournal == "" {
+		return sets, nil, nil
 	}
 	rec, err = experiment.Recover(ctx, expJournal, store, env.Stderr)
 	if rec != nil && len(rec.Undone) > 0 && err == nil {
