@@ -24,7 +24,7 @@ const recoverEnv = "DBHOST_KNOB_TEST_RECOVER"
 
 func TestMain(m *testing.M) {
 	if file := os.Getenv(recoverEnv); file != "" {
-		if err := journal.Recover(file); err != nil {
+		if err := journal.Recover(file, knob.Kinds()); err != nil {
 			fmt.Fprintln(os.Stderr, "recover:", err)
 			os.Exit(1)
 		}
@@ -75,7 +75,7 @@ const (
 
 // Kernel knobs are written, read back, and restored by the journal.
 func TestKernelKnobs(t *testing.T) {
-	j := testdb.Journal(t)
+	j := testdb.Journal(t, knob.Kinds())
 	ctx := context.Background()
 	files := []string{swappiness, thpEnabled, thpDefrag, huge2M}
 	before := map[string]string{}
@@ -142,7 +142,7 @@ func TestKernelKnobs(t *testing.T) {
 
 // Values the kernel does not offer are refused before anything changes.
 func TestKernelCheckRefuses(t *testing.T) {
-	j := testdb.Journal(t)
+	j := testdb.Journal(t, knob.Kinds())
 	a := knob.NewApplier(liveHost(t), j, knob.Target{})
 	// A pool far larger than memory, in the largest page size this kernel
 	// offers (a CPU without pdpe1gb has no 1G pages).
@@ -186,7 +186,7 @@ func TestKernelCheckRefuses(t *testing.T) {
 // CPU without 1 GB pages (no pdpe1gb) has no pool: the knob is refused
 // with that reason and nothing is journaled.
 func TestHugePages1G(t *testing.T) {
-	j := testdb.Journal(t)
+	j := testdb.Journal(t, knob.Kinds())
 	if _, err := os.Stat(huge1G); errors.Is(err, os.ErrNotExist) {
 		a := knob.NewApplier(liveHost(t), j, knob.Target{})
 		_, err := a.Apply(context.Background(), []knob.Setting{{Name: "hugepages.1G", Value: "2"}}, false)
@@ -227,7 +227,7 @@ func TestHugePages1G(t *testing.T) {
 func TestKernelRecoverNewProcess(t *testing.T) {
 	testdb.Journal(t) // host lock, root, and a safety net
 	file := filepath.Join(t.TempDir(), "experiment.journal")
-	j, err := journal.Open(file)
+	j, err := journal.Open(file, knob.Kinds())
 	if err != nil {
 		t.Fatal(err)
 	}

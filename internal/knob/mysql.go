@@ -21,7 +21,6 @@ import (
 	"github.com/dbhost/dbhost/internal/engine"
 	enginemysql "github.com/dbhost/dbhost/internal/engine/mysql"
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/journal"
 )
 
 // Journal kinds of MySQL/MariaDB changes.
@@ -39,11 +38,6 @@ const (
 const OptionFileName = "zz-dbhost-experiment.cnf"
 
 const myTimeout = 10 * time.Second
-
-func init() {
-	journal.RegisterKind(KindMySQLGlobal, undoMySQLGlobal)
-	journal.RegisterKind(KindMySQLOptionFile, undoMySQLOptionFile)
-}
 
 // myVar is one MySQL/MariaDB variable as the server describes it.
 type myVar struct {

@@ -15,7 +15,6 @@ import (
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/engine/postgres"
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/journal"
 )
 
 // KindPGAutoconf is the journal kind of a PostgreSQL parameter change: the
@@ -28,8 +27,6 @@ const (
 	// pg_reload_conf only signals the postmaster.
 	pgReloadWait = 15 * time.Second
 )
-
-func init() { journal.RegisterKind(KindPGAutoconf, undoPGAutoconf) }
 
 var pgServerComms = []string{"postgres", "postmaster"}
 

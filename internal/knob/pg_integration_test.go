@@ -32,7 +32,7 @@ func integration(t *testing.T) {
 func tempJournal(t *testing.T) (*journal.Journal, string) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "experiment.journal")
-	j, err := journal.Open(file)
+	j, err := journal.Open(file, knob.Kinds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func asPostgres(t *testing.T, cmd *exec.Cmd) {
 // that gives it back.
 func TestPGHugePages(t *testing.T) {
 	integration(t)
-	j := testdb.Journal(t)
+	j := testdb.Journal(t, knob.Kinds())
 	s := testdb.Postgres(t, testdb.Options{})
 	ctx := context.Background()
 	tg := pgTarget(s)

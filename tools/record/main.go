@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/cli"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
@@ -110,7 +111,7 @@ func record(s Scenario, outDir string) (err error) {
 		return err
 	}
 	defer unlock()
-	j, err := journal.Open(journalFile)
+	j, err := journal.Open(journalFile, change.Kinds(change.Config{}))
 	if err != nil {
 		return err
 	}
