@@ -291,7 +291,7 @@ func (r *run) openTarget(ctx context.Context) error {
 	if p.Protocol.Restart && r.db.srv.kt.Restart == nil {
 		return errors.New("--restart: dbhost may not restart this server (give --allow-restart; it needs a systemd service)")
 	}
-	r.db.ap = knob.NewApplier(r.opts.Host, r.undo.j, r.db.srv.kt)
+	r.db.ap = knob.NewApplier(r.opts.Host, r.undo.c, r.db.srv.kt)
 	return nil
 }
 

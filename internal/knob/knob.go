@@ -39,9 +39,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/journal"
 )
 
 // Setting is one knob assignment of an arm, as written by users.
@@ -297,10 +297,13 @@ type Target struct {
 	RestartUser string
 }
 
-// Applier applies knobs to one host and target through one journal.
+// Applier applies knobs to one host and target through one change layer:
+// kernel and sysfs values are change kinds (change.Changer.Kernel), the
+// database's configuration is journaled in the changer's journal with the
+// kinds of Kinds.
 type Applier struct {
 	h *host.Host
-	j *journal.Journal
+	c *change.Changer
 	t Target
 
 	mu   sync.Mutex
@@ -335,8 +338,8 @@ func (a *Applier) endpoint(ctx context.Context, e engine.Engine) (engine.Endpoin
 
 // NewApplier returns an Applier. Changes go through j; h must be the live
 // system to apply anything (Current and Fingerprint also read fixtures).
-func NewApplier(h *host.Host, j *journal.Journal, t Target) *Applier {
-	a := &Applier{h: h, j: j, t: t}
+func NewApplier(h *host.Host, c *change.Changer, t Target) *Applier {
+	a := &Applier{h: h, c: c, t: t}
 	if t.Restart != nil && t.DataDir != "" {
 		registerRestart(t.DataDir, t.Restart)
 	}
@@ -356,8 +359,9 @@ type item struct {
 	Setting
 	class class
 	// Kernel knobs: the files to write, the value each must read back,
-	// and (disk.*) the device of each.
+	// (disk.*) the device of each, and the value each read back.
 	files, wants, devs []string
+	got                []string
 	// Database knobs.
 	pg        *pgParam
 	mysql     *myVar
@@ -537,10 +541,13 @@ func (a *Applier) change(ctx context.Context, c changes, res *Applied) error {
 		}
 	}
 	for _, it := range c.kernel {
+		it.got = make([]string, len(it.files))
 		for i, f := range it.files {
-			if err := a.j.Set(f, it.wants[i]); err != nil {
+			got, err := a.c.Kernel(f, it.wants[i])
+			if err != nil {
 				return fmt.Errorf("%s: writing %q to %s: %w", it.Name, it.wants[i], f, explainWrite(err))
 			}
+			it.got[i] = got
 		}
 	}
 	if c.restart {
@@ -548,6 +555,11 @@ func (a *Applier) change(ctx context.Context, c changes, res *Applied) error {
 			return fmt.Errorf("restarting the database server: %w", err)
 		}
 		res.Restarted = true
+		// A server that let go of huge pages when it stopped (or took
+		// them when it started) moved the pools: read them again.
+		if err := a.reread(c.kernel); err != nil {
+			return err
+		}
 	}
 	if len(c.mysql) > 0 {
 		if err := a.applyMySQLGlobal(ctx, c.mysql); err != nil {
@@ -565,7 +577,7 @@ func (a *Applier) change(ctx context.Context, c changes, res *Applied) error {
 func (a *Applier) readBack(ctx context.Context, c changes, values map[string]string) error {
 	var errs []error
 	for _, it := range c.kernel {
-		v, err := a.readBackKernel(it)
+		v, err := kernelResult(it)
 		if err != nil {
 			errs = append(errs, err)
 			continue

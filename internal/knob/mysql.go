@@ -340,7 +340,7 @@ func (a *Applier) applyMySQLGlobal(ctx context.Context, items []*item) error {
 		}
 		data := mysqlGlobal{Net: srv.net, Addr: srv.addr, User: srv.user, DataDir: srv.dataDir,
 			Variable: v.name, Old: old.String, Type: v.vtype, Started: started}
-		if err := a.j.Record(KindMySQLGlobal, fmt.Sprintf("MySQL %s: SET GLOBAL %s", srv.dataDir, v.name), data); err != nil {
+		if err := a.c.Journal().Record(KindMySQLGlobal, fmt.Sprintf("MySQL %s: SET GLOBAL %s", srv.dataDir, v.name), data); err != nil {
 			return fmt.Errorf("%s: journaling: %w", it.Name, err)
 		}
 		if _, err := conn.ExecContext(ctx, "SET GLOBAL "+myIdent(v.name)+" = ?", v.arg); err != nil {

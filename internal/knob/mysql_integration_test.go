@@ -44,7 +44,7 @@ func global(t *testing.T, s *testdb.Server, name string) string {
 func TestMySQLGlobal(t *testing.T) {
 	integration(t)
 	s := testdb.MariaDB(t, testdb.Options{})
-	j, file := tempJournal(t)
+	j, file := tempChanger(t)
 	ctx := context.Background()
 	names := []string{"max_connections", "innodb_io_capacity", "long_query_time", "innodb_flush_log_at_trx_commit"}
 	before := map[string]string{}
@@ -86,7 +86,7 @@ func TestMySQLGlobal(t *testing.T) {
 func TestMySQLRefused(t *testing.T) {
 	integration(t)
 	s := testdb.MariaDB(t, testdb.Options{})
-	j, _ := tempJournal(t)
+	j, _ := tempChanger(t)
 	ctx := context.Background()
 	tg := myTarget(s)
 	for _, c := range []struct {
@@ -114,8 +114,8 @@ func TestMySQLRefused(t *testing.T) {
 			t.Errorf("Check(%s) = %v, want %q", c.set, err, c.err)
 		}
 	}
-	if len(j.Changes()) != 0 {
-		t.Errorf("journaled: %v", j.Changes())
+	if len(j.Journal().Changes()) != 0 {
+		t.Errorf("journaled: %v", j.Journal().Changes())
 	}
 }
 
@@ -138,7 +138,7 @@ func TestMySQLOptionFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := testdb.MariaDB(t, testdb.Options{DefaultsFile: defaults})
-	j, _ := tempJournal(t)
+	j, _ := tempChanger(t)
 	ctx := context.Background()
 	before := global(t, s, "innodb_log_buffer_size")
 	tg := myTarget(s)
@@ -181,7 +181,7 @@ func TestMySQLOptionFile(t *testing.T) {
 func TestMySQLClamped(t *testing.T) {
 	integration(t)
 	s := testdb.MariaDB(t, testdb.Options{})
-	j, _ := tempJournal(t)
+	j, _ := tempChanger(t)
 	before := global(t, s, "innodb_buffer_pool_size")
 	a := knob.NewApplier(liveHost(t), j, myTarget(s))
 	// Above the minimum SYSTEM_VARIABLES states (2M), below the one

@@ -117,7 +117,7 @@ func (a *Applier) applyMySQLFile(ctx context.Context, items []*item) error {
 	}
 	data := mysqlOptionFile{DataDir: srv.dataDir, PIDFile: srv.pidFile, File: fs,
 		RestartArgv: a.t.RestartArgv, RestartUser: a.t.RestartUser}
-	if err := a.j.Record(KindMySQLOptionFile, "MySQL "+srv.dataDir+": "+path, data); err != nil {
+	if err := a.c.Journal().Record(KindMySQLOptionFile, "MySQL "+srv.dataDir+": "+path, data); err != nil {
 		return fmt.Errorf("journaling %s: %w", path, err)
 	}
 	var b strings.Builder

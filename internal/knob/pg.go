@@ -199,7 +199,7 @@ func (a *Applier) applyPG(ctx context.Context, items []*item, restart bool) erro
 			data.Restart = true
 		}
 	}
-	if err := a.j.Record(KindPGAutoconf, "PostgreSQL "+dir+": "+strings.Join(names, ", "), data); err != nil {
+	if err := a.c.Journal().Record(KindPGAutoconf, "PostgreSQL "+dir+": "+strings.Join(names, ", "), data); err != nil {
 		return fmt.Errorf("journaling postgresql.auto.conf: %w", err)
 	}
 	for _, it := range items {
