@@ -608,9 +608,12 @@ func TestExperimentKill9Recover(t *testing.T) {
 	}
 }
 
+// hasKnob reports whether a journal holds a kernel value of path: a
+// change kind (its data names the path) or a version 1 entry (Path).
 func hasKnob(cs []journal.Change, path string) bool {
 	for _, c := range cs {
-		if c.Path == path {
+		var d struct{ Path string }
+		if c.Path == path || (c.Kind == change.KindKernel && json.Unmarshal(c.Data, &d) == nil && d.Path == path) {
 			return true
 		}
 	}
