@@ -5,17 +5,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/user"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/check"
-	"github.com/dbhost/dbhost/internal/journal"
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/safefile"
 )
 
@@ -29,6 +29,11 @@ type Options struct {
 	// AllowRestart lets apply restart, through its systemd unit, a server
 	// whose changed settings take effect only at a restart.
 	AllowRestart bool
+	// Engine says how to log in to the servers whose settings an apply,
+	// a rollback or a recovery (maybe in a later process) changes.
+	Engine engine.Options
+	// Host is the rooted host reads go through (nil: the live system).
+	Host *host.Host
 	// Systemctl lists where the restart's systemctl is looked for, first
 	// trusted one wins (empty: /usr/bin/systemctl, /bin/systemctl). Code
 	// sets it (a test's stand-in), never a flag or the environment: root
@@ -113,58 +118,103 @@ func Apply(p *Plan, opts Options) (*ChangeSet, error) {
 	if opts.now == nil {
 		opts.now = time.Now
 	}
-	if why := p.Refusals(); len(why) > 0 {
-		return nil, fmt.Errorf("refusing to apply: %s", strings.Join(why, "; "))
-	}
-	for _, d := range p.IncludeDirs {
-		if err := trustedDir(d); err != nil {
-			return nil, err
-		}
-	}
-	for _, f := range p.Files {
-		if err := allowedIn(f.Path, p.IncludeDirs); err != nil {
-			return nil, err
-		}
-		if safefile.Sum([]byte(f.Content)) != f.NewSum {
-			return nil, fmt.Errorf("refusing %s: plan content does not match its hash", f.Path)
-		}
-	}
-	for _, v := range p.Values {
-		if err := knobAllowed(v.Path, v.New); err != nil {
-			return nil, err
-		}
-		if p.Root != "/" {
-			return nil, fmt.Errorf("refusing %s: kernel values are set only when the root is /", v.Path)
-		}
+	cfg := opts.config()
+	if err := validate(p, cfg); err != nil {
+		return nil, err
 	}
 	state := opts.stateDir(p.Root)
-	if _, err := Recover(state); err != nil {
+	if _, err := Recover(state, opts); err != nil {
 		return nil, fmt.Errorf("an earlier change set could not be recovered: %w", err)
 	}
 	if err := p.Verify(); err != nil {
 		return nil, err
 	}
-	var settings []SettingPlan
-	for _, s := range p.Settings {
-		if !s.Unchanged {
-			settings = append(settings, s)
-		}
-	}
-	live := newLiveServers()
+	live := newLiveServers(cfg)
 	defer live.close()
+	settings := changedSettings(p)
 	if err := live.verify(settings); err != nil {
 		return nil, err
 	}
 	if !p.Changes() {
 		return nil, errors.New("nothing to change: every file and value is already as the fixes want")
 	}
-	cs := &ChangeSet{ID: newID(opts.now()), Status: StatusApplying, Root: p.Root, Created: opts.now().UTC(),
-		Findings: p.Findings, Values: []ValuePlan{}, Files: []FilePlan{}, Settings: settings}
-	cs.UID, cs.User, cs.SudoUser = who()
-	dir, err := makeSetDir(state, cs.ID)
+	a, err := openSet(p, settings, state, opts)
 	if err != nil {
 		return nil, err
 	}
+	if err := a.files(); err != nil {
+		return a.fail(err)
+	}
+	if err := a.values(); err != nil {
+		return a.fail(err)
+	}
+	if err := live.apply(a.c, a.cs.Settings); err != nil {
+		return a.fail(err)
+	}
+	return a.finish(p.Settings)
+}
+
+// config is the change layer's configuration of an apply, a rollback and
+// a recovery alike.
+func (o *Options) config() change.Config {
+	return change.Config{Host: o.Host, Engine: o.Engine, Systemctl: o.Systemctl, Step: o.hook}
+}
+
+// validate refuses a plan with a destination apply must not write, a file
+// whose content is not what it says, or a value it must not set.
+func validate(p *Plan, cfg change.Config) error {
+	if why := p.Refusals(); len(why) > 0 {
+		return fmt.Errorf("refusing to apply: %s", strings.Join(why, "; "))
+	}
+	for _, d := range p.IncludeDirs {
+		if err := cfg.TrustedDir(d); err != nil {
+			return err
+		}
+	}
+	for _, f := range p.Files {
+		if err := change.AllowedIn(f.Path, p.IncludeDirs); err != nil {
+			return err
+		}
+		if safefile.Sum([]byte(f.Content)) != f.NewSum {
+			return fmt.Errorf("refusing %s: plan content does not match its hash", f.Path)
+		}
+	}
+	for _, v := range p.Values {
+		if err := knobAllowed(v.Path, v.New); err != nil {
+			return err
+		}
+		if p.Root != "/" {
+			return fmt.Errorf("refusing %s: kernel values are set only when the root is /", v.Path)
+		}
+	}
+	return nil
+}
+
+func changedSettings(p *Plan) []SettingPlan {
+	var out []SettingPlan
+	for _, s := range p.Settings {
+		if !s.Unchanged {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// applying is one change set being applied.
+type applying struct {
+	p    *Plan
+	cs   *ChangeSet
+	dir  string
+	c    *change.Changer
+	opts Options
+}
+
+// openSet makes the change set's directory, its metadata (still
+// "applying": the next run recovers it) and its journal.
+func openSet(p *Plan, settings []SettingPlan, state string, opts Options) (*applying, error) {
+	cs := &ChangeSet{ID: newID(opts.now()), Status: StatusApplying, Root: p.Root, Created: opts.now().UTC(),
+		Findings: p.Findings, Values: []ValuePlan{}, Files: []FilePlan{}, Settings: settings}
+	cs.UID, cs.User, cs.SudoUser = who()
 	for _, f := range p.Files {
 		if !f.Unchanged {
 			cs.Files = append(cs.Files, f)
@@ -175,144 +225,92 @@ func Apply(p *Plan, opts Options) (*ChangeSet, error) {
 			cs.Values = append(cs.Values, v)
 		}
 	}
-	if err := saveMeta(dir, cs); err != nil {
-		return nil, err
-	}
-	j, err := journal.Open(filepath.Join(dir, "journal.json"))
+	dir, err := makeSetDir(state, cs.ID)
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*ChangeSet, error) {
-		cs.Errors = append(cs.Errors, err.Error())
-		if rerr := j.Restore(); rerr != nil {
-			cs.Errors = append(cs.Errors, "rollback: "+rerr.Error())
-			saveMeta(dir, cs) // still "applying": the next run recovers it
-			return cs, fmt.Errorf("%w; rolling back failed too: %v (change set %s is recovered by the next run)", err, rerr, cs.ID)
-		}
-		cs.Status, cs.Finished, cs.RolledBack, cs.RolledBackBy = StatusFailed, opts.now().UTC(), opts.now().UTC(), "apply"
-		saveMeta(dir, cs)
-		return cs, fmt.Errorf("%w (everything changed so far was put back)", err)
+	if err := saveMeta(dir, cs); err != nil {
+		return nil, err
 	}
-	d, err := safefile.OpenDir(p.Root)
+	c, err := change.Open(filepath.Join(dir, "journal.json"), opts.config())
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	defer d.Close()
-	for _, f := range cs.Files {
-		if err := writeFile(j, d, dir, p.Root, f, opts); err != nil {
-			return fail(err)
-		}
-	}
-	for _, v := range cs.Values {
-		if note, ok, err := applyRlimit(j, v); ok {
-			if err != nil {
-				return fail(fmt.Errorf("%s: %w", v.Path, err))
-			}
-			if note != "" {
-				cs.Notes = append(cs.Notes, note)
-			}
-			opts.step("set " + v.Path)
-			continue
-		}
-		if err := j.Set(v.Path, v.New); err != nil {
-			return fail(fmt.Errorf("%s: %w", v.Path, err))
-		}
-		b, err := os.ReadFile(v.Path)
-		if err != nil {
-			return fail(err)
-		}
-		if got := journal.Current(string(b)); got != v.New {
-			return fail(fmt.Errorf("%s reads back %q after writing %q", v.Path, got, v.New))
-		}
-		opts.step("set " + v.Path)
-	}
-	if err := live.apply(j, cs.Settings, opts); err != nil {
-		return fail(err)
-	}
-	cs.Notes = append(cs.Notes, udevTrigger(cs)...)
-	cs.Status, cs.Finished = StatusApplied, opts.now().UTC()
-	if err := saveMeta(dir, cs); err != nil {
-		return cs, err
-	}
-	// A restart is not undone by a rollback: it comes after the change
-	// set is complete, and its failure is reported, not rolled back.
-	cs.Restarts = restarts(p.Settings, opts.AllowRestart, opts.Systemctl)
-	if err := saveMeta(dir, cs); err != nil {
-		return cs, err
-	}
-	if opts.Reaudit != nil {
-		cs.After = outcomes(cs.Findings, opts.Reaudit())
-		saveMeta(dir, cs)
-	}
-	return cs, nil
+	return &applying{p: p, cs: cs, dir: dir, c: c, opts: opts}, nil
 }
 
-// writeFile journals and writes one file, then reads it back.
-func writeFile(j *journal.Journal, d *safefile.Dir, setDir, root string, f FilePlan, opts Options) error {
-	rel := strings.TrimPrefix(f.Path, "/")
-	// The destination must still be what the plan read, just before the
-	// journal records it as the content to put back.
-	b, info, err := d.ReadFileInfo(rel, maxFile)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if f.Exists {
-			return fmt.Errorf("refusing %s: it was removed since the plan", f.Path)
-		}
-	case err != nil:
-		return fmt.Errorf("refusing %s: %w", f.Path, err)
-	case !f.Exists || safefile.Sum(b) != f.Sum:
-		return fmt.Errorf("refusing %s: it changed since the plan (sha256 %s, the plan read %s)", f.Path, safefile.Sum(b), orAbsent(f.Sum))
+// fail rolls the change set back at once and says so.
+func (a *applying) fail(err error) (*ChangeSet, error) {
+	cs := a.cs
+	cs.Errors = append(cs.Errors, err.Error())
+	if rerr := a.c.Restore(); rerr != nil {
+		cs.Errors = append(cs.Errors, "rollback: "+rerr.Error())
+		saveMeta(a.dir, cs) // still "applying": the next run recovers it
+		return cs, fmt.Errorf("%w; rolling back failed too: %v (change set %s is recovered by the next run)", err, rerr, cs.ID)
 	}
-	u := fileUndo{Root: root, Path: f.Path, Existed: f.Exists, NewSum: f.NewSum, MadeDirs: missingDirs(root, f.Path)}
-	if Allowed(f.Path) != nil {
-		u.IncludeDir = path.Dir(f.Path) // allowed as a server's included directory
-	}
-	if f.Exists {
-		u.Content, u.Mode, u.UID, u.GID = b, info.Mode, info.UID, info.GID
-		// A copy for people; the journal holds the same bytes.
-		backup := filepath.Join(setDir, "backup", rel)
-		if err := os.MkdirAll(filepath.Dir(backup), 0o700); err != nil {
-			return err
-		}
-		if err := safefile.WriteBytes(backup, 0o600, b); err != nil {
+	now := a.opts.now().UTC()
+	cs.Status, cs.Finished, cs.RolledBack, cs.RolledBackBy = StatusFailed, now, now, "apply"
+	saveMeta(a.dir, cs)
+	return cs, fmt.Errorf("%w (everything changed so far was put back)", err)
+}
+
+// files writes the persistent files, each journaled first and read back.
+func (a *applying) files() error {
+	for _, f := range a.cs.Files {
+		err := a.c.File(change.FileWrite{Root: a.p.Root, Path: f.Path, Exists: f.Exists, Sum: f.Sum, Content: f.Content,
+			Mode: f.Mode, NewSum: f.NewSum, IncludeDirs: a.p.IncludeDirs, Backup: filepath.Join(a.dir, "backup")})
+		if err != nil {
 			return err
 		}
 	}
-	if err := j.Record(KindFile, "file "+f.Path, u); err != nil {
-		return err
-	}
-	opts.step("recorded " + f.Path)
-	if err := d.WriteFile(rel, os.FileMode(f.Mode), []byte(f.Content)); err != nil {
-		return err
-	}
-	got, info, err := d.ReadFileInfo(rel, maxFile)
-	if err != nil {
-		return err
-	}
-	if safefile.Sum(got) != f.NewSum || uint32(info.Mode) != f.Mode {
-		return fmt.Errorf("%s reads back different content or mode %04o", f.Path, info.Mode)
-	}
-	opts.step("wrote " + f.Path)
 	return nil
 }
 
-func orAbsent(sum string) string {
-	if sum == "" {
-		return "no file"
-	}
-	return sum
-}
-
-// missingDirs lists the directories (relative to root) that writing p
-// creates, outermost first.
-func missingDirs(root, p string) []string {
-	var out []string
-	for dir := path.Dir(p); dir != "/"; dir = path.Dir(dir) {
-		if _, err := os.Lstat(filepath.Join(root, dir)); errors.Is(err, fs.ErrNotExist) {
-			out = append([]string{strings.TrimPrefix(dir, "/")}, out...)
+// values sets the kernel values and the running processes' limits.
+func (a *applying) values() error {
+	for _, v := range a.cs.Values {
+		if pid, item, ok := change.ParseRlimitPath(v.Path); ok {
+			note, err := a.c.Rlimit(pid, item, v.Old, v.New)
+			if err != nil {
+				return fmt.Errorf("%s: %w", v.Path, err)
+			}
+			if note != "" {
+				a.cs.Notes = append(a.cs.Notes, note)
+			}
+			a.opts.step("set " + v.Path)
+			continue
+		}
+		got, err := a.c.Kernel(v.Path, v.New)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.Path, err)
+		}
+		if got != v.New {
+			return fmt.Errorf("%s reads back %q after writing %q", v.Path, got, v.New)
 		}
 	}
-	return out
+	return nil
+}
+
+// finish marks the change set applied, then restarts what waits for a
+// restart (allowed) and audits again. A restart is not undone by a
+// rollback: it comes after the change set is complete, and its failure is
+// reported, not rolled back.
+func (a *applying) finish(planned []SettingPlan) (*ChangeSet, error) {
+	cs := a.cs
+	cs.Notes = append(cs.Notes, udevTrigger(cs)...)
+	cs.Status, cs.Finished = StatusApplied, a.opts.now().UTC()
+	if err := saveMeta(a.dir, cs); err != nil {
+		return cs, err
+	}
+	cs.Restarts = restarts(planned, a.opts.AllowRestart, a.c)
+	if err := saveMeta(a.dir, cs); err != nil {
+		return cs, err
+	}
+	if a.opts.Reaudit != nil {
+		cs.After = outcomes(cs.Findings, a.opts.Reaudit())
+		saveMeta(a.dir, cs)
+	}
+	return cs, nil
 }
 
 // Verify checks that every destination still has the content the plan
@@ -324,7 +322,7 @@ func (p *Plan) Verify() error {
 			return fmt.Errorf("refusing %s: %w", f.Path, err)
 		}
 		if now != f.Sum {
-			return fmt.Errorf("refusing to apply: %s changed since the plan (sha256 %s, the plan read %s)", f.Path, orAbsent(now), orAbsent(f.Sum))
+			return fmt.Errorf("refusing to apply: %s changed since the plan (sha256 %s, the plan read %s)", f.Path, change.OrAbsent(now), change.OrAbsent(f.Sum))
 		}
 	}
 	return nil
@@ -338,7 +336,7 @@ func Same(a, b *Plan) string {
 	key := func(p *Plan) []string {
 		var out []string
 		for _, f := range p.Files {
-			out = append(out, fmt.Sprintf("file %s %s -> %s %04o", f.Path, orAbsent(f.Sum), f.NewSum, f.Mode))
+			out = append(out, fmt.Sprintf("file %s %s -> %s %04o", f.Path, change.OrAbsent(f.Sum), f.NewSum, f.Mode))
 		}
 		for _, v := range p.Values {
 			out = append(out, fmt.Sprintf("value %s -> %s", v.Path, v.New))

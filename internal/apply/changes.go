@@ -11,7 +11,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/dbhost/dbhost/internal/journal"
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/safefile"
 )
 
@@ -93,8 +93,9 @@ func before(a, b *ChangeSet) bool {
 
 // Recover rolls back every change set an interrupted run left unfinished
 // (an apply or a rollback killed halfway), newest first, and returns their
-// IDs. The caller holds the host lock.
-func Recover(state string) ([]string, error) {
+// IDs. opts says how to reach what the undos put back (opts.Engine for
+// the servers). The caller holds the host lock.
+func Recover(state string, opts Options) ([]string, error) {
 	sets, err := History(state)
 	if err != nil {
 		return nil, err
@@ -105,7 +106,7 @@ func Recover(state string) ([]string, error) {
 		if cs.Status != StatusApplying && cs.Status != StatusRollingBack {
 			continue
 		}
-		if err := undo(state, cs, "recover"); err != nil {
+		if err := undo(state, cs, "recover", opts); err != nil {
 			return done, fmt.Errorf("change set %s: %w", cs.ID, err)
 		}
 		done = append(done, cs.ID)
@@ -116,8 +117,8 @@ func Recover(state string) ([]string, error) {
 // Rollback puts back the change set id ("" the latest applied one):
 // files byte for byte with their mode and owner, files that did not exist
 // removed, kernel values as they were. The caller holds the host lock.
-func Rollback(state, id string) (*ChangeSet, error) {
-	if _, err := Recover(state); err != nil {
+func Rollback(state, id string, opts Options) (*ChangeSet, error) {
+	if _, err := Recover(state, opts); err != nil {
 		return nil, err
 	}
 	sets, err := History(state)
@@ -150,11 +151,11 @@ func Rollback(state, id string) (*ChangeSet, error) {
 	if sudo != "" {
 		by += " (sudo by " + sudo + ")"
 	}
-	return cs, undo(state, cs, by)
+	return cs, undo(state, cs, by, opts)
 }
 
 // undo restores a change set's journal and marks it rolled back.
-func undo(state string, cs *ChangeSet, by string) error {
+func undo(state string, cs *ChangeSet, by string, opts Options) error {
 	dir := filepath.Join(state, cs.ID)
 	if cs.Status == StatusApplied {
 		cs.Status = StatusRollingBack
@@ -162,7 +163,7 @@ func undo(state string, cs *ChangeSet, by string) error {
 			return err
 		}
 	}
-	if err := journal.Recover(filepath.Join(dir, "journal.json")); err != nil {
+	if err := change.Recover(filepath.Join(dir, "journal.json"), opts.config()); err != nil {
 		return err
 	}
 	udevReload(cs)

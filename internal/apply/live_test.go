@@ -129,7 +129,7 @@ func TestLiveApplyAndRollback(t *testing.T) {
 	if len(cs.After) != 1 || cs.After[0].Status != string(check.Pass) {
 		t.Fatalf("re-audit after apply: %+v", cs.After)
 	}
-	if _, err := Rollback(state, cs.ID); err != nil {
+	if _, err := Rollback(state, cs.ID, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if after := listing(t, dir); after != before {
@@ -165,7 +165,7 @@ func TestLiveKilledApplyIsRecovered(t *testing.T) {
 	if listing(t, dir) == before || knob(t) == beforeKnob {
 		t.Fatal("the killed apply had not changed both the file and the value")
 	}
-	ids, err := Recover(state)
+	ids, err := Recover(state, Options{})
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("Recover = %v, %v", ids, err)
 	}

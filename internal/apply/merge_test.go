@@ -60,11 +60,11 @@ func TestApplyKeepsEarlierSettings(t *testing.T) {
 	}
 	// The first set cannot be rolled back under the second (its undo
 	// would put back the first one's content beneath the second's).
-	if _, err := Rollback(state, cs1.ID); err == nil || !strings.Contains(err.Error(), "roll it back first") {
+	if _, err := Rollback(state, cs1.ID, Options{}); err == nil || !strings.Contains(err.Error(), "roll it back first") {
 		t.Fatalf("rollback of the first of two sets: %v", err)
 	}
 	// Rolling back the second apply puts back the first one's file.
-	if _, err := Rollback(state, ""); err != nil {
+	if _, err := Rollback(state, "", Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if now, _ := os.ReadFile(filepath.Join(root, "etc/sysctl.d/60-dbhost.conf")); string(now) != string(first) {

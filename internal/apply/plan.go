@@ -17,18 +17,19 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/fix"
+	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/safefile"
 )
 
 // maxFile bounds a destination file read back (dbhost's are a few KB).
-const maxFile = 4 << 20
+const maxFile = change.MaxFile
 
 // Plan is what an apply changes: the files, the runtime values, and what it
 // leaves to a person.
@@ -92,59 +93,9 @@ type ValuePlan struct {
 	Findings  []string `json:"findings"`
 }
 
-var (
-	nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@:+-]*$`)
-	unitRe = regexp.MustCompile(`^/etc/systemd/system/([A-Za-z0-9][A-Za-z0-9_.@:\\-]*\.(service|socket|mount|target|slice|scope|timer))\.d/$`)
-)
-
-// safeDirs are the directories apply writes into, with the suffix the file
-// name must have.
-var safeDirs = map[string]string{
-	"/etc/sysctl.d/":          ".conf",
-	"/etc/udev/rules.d/":      ".rules",
-	"/etc/security/limits.d/": ".conf",
-	"/etc/tmpfiles.d/":        ".conf",
-}
-
 // Allowed says why apply must not write the file at p (absolute, on the
-// host), or nil: only the drop-in directories of sysctl, udev, pam_limits,
-// systemd-tmpfiles and systemd units, one level deep, with a plain name.
-func Allowed(p string) error {
-	if path.Clean(p) != p || !path.IsAbs(p) {
-		return fmt.Errorf("refusing %s: not a clean absolute path", p)
-	}
-	dir, base := path.Split(p)
-	if !nameRe.MatchString(base) {
-		return fmt.Errorf("refusing %s: not a plain file name", p)
-	}
-	suffix, ok := safeDirs[dir]
-	if !ok && unitRe.MatchString(dir) {
-		suffix, ok = ".conf", true
-	}
-	if !ok {
-		return fmt.Errorf("refusing %s: apply writes only into /etc/sysctl.d, /etc/udev/rules.d, /etc/security/limits.d, /etc/tmpfiles.d and /etc/systemd/system/UNIT.d", p)
-	}
-	if !strings.HasSuffix(base, suffix) {
-		return fmt.Errorf("refusing %s: files there must end in %s", p, suffix)
-	}
-	return nil
-}
-
-// allowedIn is Allowed, and also a plain file name ending in .cnf directly
-// in one of dirs (a server's included directory of option files).
-func allowedIn(p string, dirs []string) error {
-	err := Allowed(p)
-	if err == nil {
-		return nil
-	}
-	dir, base := path.Split(p)
-	for _, d := range dirs {
-		if d != "" && path.Clean(dir) == d && nameRe.MatchString(base) && strings.HasSuffix(base, ".cnf") {
-			return nil
-		}
-	}
-	return err
-}
+// host), or nil: see change.Allowed.
+func Allowed(p string) error { return change.Allowed(p) }
 
 func sortedSet(m map[string]bool) []string {
 	out := make([]string, 0, len(m))
@@ -222,7 +173,7 @@ func BuildWith(root string, fc fix.Context, selected []check.Finding, srv *Serve
 		p.NotApplied = append(p.NotApplied, notApplied(t, items[i].Fix, fc, root, skipped, planned)...)
 	}
 	for _, file := range fix.Render(fc, items) {
-		if err := allowedIn(file.Path, p.IncludeDirs); err != nil {
+		if err := change.AllowedIn(file.Path, p.IncludeDirs); err != nil {
 			p.NotApplied = append(p.NotApplied, fmt.Sprintf("%s: %s is not written (only rendered by `dbhost fix --out`): %s",
 				strings.Join(fileOwners[file.Path], ", "), file.Path, reasonNotWritten(file.Path)))
 			continue
@@ -239,6 +190,11 @@ func BuildWith(root string, fc fix.Context, selected []check.Finding, srv *Serve
 		p.Files = append(p.Files, fp)
 	}
 	if root == "/" {
+		h, err := host.Open("/")
+		if err != nil {
+			return nil, err
+		}
+		defer h.Close()
 		seen := map[string]int{}
 		for _, f := range selected {
 			if f.Fix.HostOnly {
@@ -254,7 +210,7 @@ func BuildWith(root string, fc fix.Context, selected []check.Finding, srv *Serve
 				if err := knobAllowed(clean, k.Value); err != nil {
 					return nil, err
 				}
-				b, err := os.ReadFile(clean)
+				b, err := h.ReadFile(clean)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", t, err)
 				}
@@ -263,7 +219,7 @@ func BuildWith(root string, fc fix.Context, selected []check.Finding, srv *Serve
 				p.Values = append(p.Values, ValuePlan{Path: clean, Old: old, New: k.Value, Unchanged: old == k.Value, Findings: []string{t}})
 			}
 		}
-		vals, notes := planRlimits(selected)
+		vals, notes := planRlimits(change.Config{Host: h}, selected)
 		p.Values, p.NotApplied = append(p.Values, vals...), append(append(p.NotApplied, notes...), udevPlanNotes(p)...)
 	}
 	sort.Strings(p.NotApplied)
@@ -282,19 +238,13 @@ func reasonNotWritten(p string) string {
 	return "database configuration and other files are left to a person"
 }
 
-// knobAllowed keeps a runtime value under /proc/sys and /sys, as
-// fix.ApplyKnobs does.
+// knobAllowed keeps a runtime value under /proc/sys and /sys, or a
+// process's limit.
 func knobAllowed(p, v string) error {
 	if isRlimitPath(p) {
 		return rlimitAllowed(p, v)
 	}
-	if !strings.HasPrefix(p, "/proc/sys/") && !strings.HasPrefix(p, "/sys/") {
-		return fmt.Errorf("refusing to write %s: not a kernel knob", p)
-	}
-	if strings.ContainsAny(v, "\n\x00") {
-		return fmt.Errorf("refusing to write %q to %s", v, p)
-	}
-	return nil
+	return change.KernelAllowed(p, v)
 }
 
 // notApplied lists what apply leaves to a person for one finding.

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/fix"
-	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
 
@@ -59,42 +59,43 @@ func rlimitFinding(rl fix.Rlimit) check.Finding {
 // may grant is left out of the plan with the reason.
 func TestRlimitApplyAndUndo(t *testing.T) {
 	pid := sleeper(t, 40)
-	old, err := readRlimit(pid, "nproc")
+	var cfg change.Config
+	old, err := cfg.ReadRlimit(pid, "nproc")
 	if err != nil || old.Cur != 40 {
 		t.Fatalf("nproc of the sleeper: %+v %v", old, err)
 	}
-	vals, notes := planRlimits([]check.Finding{rlimitFinding(fix.Rlimit{PID: pid, Item: "nproc", Soft: 1024, Hard: 1024})})
+	vals, notes := planRlimits(cfg, []check.Finding{rlimitFinding(fix.Rlimit{PID: pid, Item: "nproc", Soft: 1024, Hard: 1024})})
 	if len(vals) != 1 || len(notes) != 0 {
 		t.Fatalf("plan: %+v %v", vals, notes)
 	}
 	v := vals[0]
 	wantHard := fix.FormatRlimit(old.Max) // kept, unless this root may lower and raise it back
-	if hasSysResource() {
+	if cfg.HasSysResource() {
 		wantHard = "1024"
 	}
 	if v.Path != fmt.Sprintf("/proc/%d/limits:nproc", pid) || v.Old != "40:"+fix.FormatRlimit(old.Max) || v.New != "1024:"+wantHard {
 		t.Fatalf("planned %+v", v)
 	}
-	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.json"))
+	j, err := change.Open(filepath.Join(t.TempDir(), "journal.json"), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	note, ok, err := applyRlimit(j, v)
-	if !ok || err != nil || note != "" {
-		t.Fatalf("applyRlimit: %q %v %v", note, ok, err)
+	note, err := j.Rlimit(pid, "nproc", v.Old, v.New)
+	if err != nil || note != "" {
+		t.Fatalf("Rlimit: %q %v", note, err)
 	}
-	if now, _ := readRlimit(pid, "nproc"); formatLimitPair(now) != v.New {
-		t.Fatalf("nproc after apply: %s, want %s", formatLimitPair(now), v.New)
+	if now, _ := cfg.ReadRlimit(pid, "nproc"); change.FormatLimitPair(now) != v.New {
+		t.Fatalf("nproc after apply: %s, want %s", change.FormatLimitPair(now), v.New)
 	}
 	if err := j.Restore(); err != nil {
 		t.Fatal(err)
 	}
-	if now, _ := readRlimit(pid, "nproc"); now != old {
-		t.Fatalf("nproc after restore: %s, want %s", formatLimitPair(now), formatLimitPair(old))
+	if now, _ := cfg.ReadRlimit(pid, "nproc"); now != old {
+		t.Fatalf("nproc after restore: %s, want %s", change.FormatLimitPair(now), change.FormatLimitPair(old))
 	}
 
-	if !hasSysResource() && old.Max != fix.Unlimited {
-		vals, notes = planRlimits([]check.Finding{rlimitFinding(fix.Rlimit{PID: pid, Item: "nproc", Soft: old.Max + 1, Hard: old.Max + 1})})
+	if !cfg.HasSysResource() && old.Max != fix.Unlimited {
+		vals, notes = planRlimits(cfg, []check.Finding{rlimitFinding(fix.Rlimit{PID: pid, Item: "nproc", Soft: old.Max + 1, Hard: old.Max + 1})})
 		if len(vals) != 0 || len(notes) != 1 || !strings.Contains(notes[0], "needs CAP_SYS_RESOURCE") {
 			t.Fatalf("raising the hard limit without CAP_SYS_RESOURCE: %+v %v", vals, notes)
 		}
@@ -105,25 +106,30 @@ func TestRlimitApplyAndUndo(t *testing.T) {
 // after the apply, and a process that ended.
 func TestRlimitUndoLeavesOthers(t *testing.T) {
 	pid := sleeper(t, 40)
-	vals, _ := planRlimits([]check.Finding{rlimitFinding(fix.Rlimit{PID: pid, Item: "nproc", Soft: 50, Hard: 50})})
-	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.json"))
+	var cfg change.Config
+	vals, _ := planRlimits(cfg, []check.Finding{rlimitFinding(fix.Rlimit{PID: pid, Item: "nproc", Soft: 50, Hard: 50})})
+	j, err := change.Open(filepath.Join(t.TempDir(), "journal.json"), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := applyRlimit(j, vals[0]); err != nil {
+	if _, err := j.Rlimit(pid, "nproc", vals[0].Old, vals[0].New); err != nil {
 		t.Fatal(err)
 	}
-	id, _ := readIdentity(pid)
-	cur, _ := readRlimit(pid, "nproc")
-	cur.Cur = 45
-	if err := setRlimit(pid, "nproc", id, cur); err != nil {
+	// Someone else's change, made the same way.
+	other, err := change.Open(filepath.Join(t.TempDir(), "other.json"), cfg)
+	if err != nil {
 		t.Fatal(err)
+	}
+	cur, _ := cfg.ReadRlimit(pid, "nproc")
+	cur.Cur = 45
+	if note, err := other.Rlimit(pid, "nproc", vals[0].New, change.FormatLimitPair(cur)); err != nil || note != "" {
+		t.Fatal(note, err)
 	}
 	if err := j.Restore(); err != nil {
 		t.Fatal(err)
 	}
-	if now, _ := readRlimit(pid, "nproc"); now.Cur != 45 {
-		t.Fatalf("the undo overwrote a limit changed since: %s", formatLimitPair(now))
+	if now, _ := cfg.ReadRlimit(pid, "nproc"); now.Cur != 45 {
+		t.Fatalf("the undo overwrote a limit changed since: %s", change.FormatLimitPair(now))
 	}
 }
 

@@ -10,24 +10,16 @@ package apply
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
-	"sync"
-	"time"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/journal"
 )
-
-// KindSetting is the journal kind of a database setting apply changes.
-const KindSetting = "db-setting"
-
-func init() { journal.RegisterKind(KindSetting, undoSetting) }
 
 // SettingPlan is one database setting changed on a running server.
 type SettingPlan struct {
@@ -60,120 +52,14 @@ type SettingPlan struct {
 }
 
 // ServerRef names a discovered server so that a later process (rollback,
-// recovery) finds the same one again. It holds no credentials.
-type ServerRef struct {
-	Engine  string `json:"engine"`
-	Name    string `json:"name"`
-	DataDir string `json:"data_dir"`
-	Port    int    `json:"port"`
-	// Unit is the systemd unit the server runs under ("" none): the only
-	// way --allow-restart restarts it.
-	Unit string `json:"unit,omitempty"`
-	// PID is the main process when planned: where to look first (it is
-	// described again and must match; a restart changes it). Start is its
-	// start time (clock ticks after boot): the same PID with another start
-	// is another process.
-	PID   int    `json:"pid,omitempty"`
-	Start uint64 `json:"start,omitempty"`
-}
-
-func (r ServerRef) String() string { return r.Name }
+// recovery) finds the same one again.
+type ServerRef = change.ServerRef
 
 // Servers are the running servers a plan may change settings of.
 type Servers struct {
 	Instances []*facts.Instance
 	// Conn says how to log in (the --pg/--mysql strings, the timeout).
 	Conn engine.Options
-}
-
-var (
-	connMu sync.Mutex
-	conn   engine.Options
-)
-
-// SetConnection sets how rollback and recovery, which may run in a later
-// process, log in to the servers whose settings they put back.
-func SetConnection(o engine.Options) {
-	connMu.Lock()
-	conn = o
-	connMu.Unlock()
-}
-
-func connection() engine.Options {
-	connMu.Lock()
-	defer connMu.Unlock()
-	return conn
-}
-
-// dialServer finds the server ref names among the running processes again
-// (same engine, data directory and port) and logs in to it; the engine's
-// connection verifies that the answering process is that server.
-func dialServer(ctx context.Context, ref ServerRef, opts engine.Options) (engine.SettingsConn, error) {
-	h, err := host.Open("/")
-	if err != nil {
-		return nil, err
-	}
-	defer h.Close()
-	// Only a trusted server is the one a plan was made for: a look-alike
-	// that names the same data directory and port is not.
-	find := func(t *engine.Table) *engine.Instance {
-		o := opts
-		o.NoConnect = true
-		insts, _ := engine.Discover(ctx, h, t, o)
-		for _, in := range insts {
-			if string(in.Engine) != ref.Engine || in.DataDir != ref.DataDir || in.Port != ref.Port || !in.Trusted() {
-				continue
-			}
-			if in.PID == ref.PID && ref.Start != 0 && startTime(h, in.PID) != ref.Start {
-				continue // the PID was reused
-			}
-			return in
-		}
-		return nil
-	}
-	// The planned process first: describing one process is much cheaper
-	// than the whole table.
-	if p, err := process(h, ref.PID); err == nil {
-		if in := find(engine.TableFrom(h, []engine.Process{p})); in != nil {
-			return engine.OpenSettings(ctx, h, in, opts)
-		}
-	}
-	t, err := engine.ReadTable(h)
-	if err != nil {
-		return nil, err
-	}
-	if in := find(t); in != nil {
-		return engine.OpenSettings(ctx, h, in, opts)
-	}
-	return nil, fmt.Errorf("%s (data directory %s) is not running", ref.Name, ref.DataDir)
-}
-
-// startTime is the start of a process in clock ticks after boot (0:
-// unknown).
-func startTime(h *host.Host, pid int) uint64 {
-	if h == nil {
-		return 0
-	}
-	st, err := h.ProcStat(pid)
-	if err != nil {
-		return 0
-	}
-	return st.Starttime
-}
-
-func process(h *host.Host, pid int) (engine.Process, error) {
-	if pid <= 0 {
-		return engine.Process{}, errors.New("no pid")
-	}
-	st, err := h.ProcStat(pid)
-	if err != nil {
-		return engine.Process{}, err
-	}
-	status, err := h.Status(pid)
-	if err != nil {
-		return engine.Process{}, err
-	}
-	return engine.Process{PID: pid, PPID: st.PPID, Comm: st.Comm, UID: int(status.UIDs[1]), GID: int(status.GIDs[1])}, nil
 }
 
 // planSettings reads the current state of every Config change of the
@@ -228,7 +114,7 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 					skipped[id] = err.Error()
 					continue
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), timeout(srv.Conn))
+				ctx, cancel := context.WithTimeout(context.Background(), change.Timeout(srv.Conn))
 				s, err = engine.OpenSettings(ctx, h, in.Instance, srv.Conn)
 				cancel()
 				h.Close()
@@ -251,7 +137,7 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 					runtimeOnly = true
 				}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), timeout(srv.Conn))
+			ctx, cancel := context.WithTimeout(context.Background(), change.Timeout(srv.Conn))
 			cur, err := s.Get(ctx, c.Key)
 			cancel()
 			restart := cur.Restart || c.Restart
@@ -266,7 +152,7 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 				skipped[id] = "the server shows no variable " + c.Key + " to set at run time"
 				continue
 			}
-			ref := ServerRef{Engine: string(in.Engine), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID, Start: startTime(h0, in.PID)}
+			ref := ServerRef{Engine: string(in.Engine), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID, Start: change.StartTime(h0, in.PID)}
 			if in.Unit != nil && in.Unit.How == "cgroup" {
 				ref.Unit = in.Unit.Name
 			}
@@ -279,54 +165,15 @@ func planSettings(srv *Servers, fc fix.Context, selected []fix.Item) (plans []Se
 	return plans, skipped
 }
 
-func timeout(o engine.Options) time.Duration {
-	if o.Timeout > 0 {
-		return o.Timeout
-	}
-	return 5 * time.Second
-}
-
-// settingUndo is what the journal keeps before a setting is changed.
-type settingUndo struct {
-	Server  ServerRef `json:"server"`
-	Key     string    `json:"key"`
-	Restart bool      `json:"restart,omitempty"`
-	// Saved: the entry the server kept itself; Old: the value it ran with.
-	Saved      *string `json:"saved"`
-	Old        string  `json:"old"`
-	OptionOnly bool    `json:"option_only,omitempty"`
-}
-
-// undoSetting puts a setting back as the plan read it. Idempotent.
-func undoSetting(data json.RawMessage) error {
-	var u settingUndo
-	if err := json.Unmarshal(data, &u); err != nil {
-		return err
-	}
-	opts := connection()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*timeout(opts))
-	defer cancel()
-	s, err := dialServer(ctx, u.Server, opts)
-	if err != nil {
-		return fmt.Errorf("setting %s of %s not put back: %w", u.Key, u.Server, err)
-	}
-	defer s.Close()
-	before := engine.SettingState{Value: u.Old, Saved: u.Saved, Restart: u.Restart, OptionOnly: u.OptionOnly}
-	if err := s.Restore(ctx, u.Key, before, u.Restart); err != nil {
-		return fmt.Errorf("setting %s of %s not put back: %w", u.Key, u.Server, err)
-	}
-	return nil
-}
-
 // liveServers are the connections one apply holds, one per server, for
 // its check against the plan and its changes alike.
 type liveServers struct {
-	co    engine.Options
+	cfg   change.Config
 	conns map[ServerRef]engine.SettingsConn
 }
 
-func newLiveServers() *liveServers {
-	return &liveServers{co: connection(), conns: map[ServerRef]engine.SettingsConn{}}
+func newLiveServers(cfg change.Config) *liveServers {
+	return &liveServers{cfg: cfg, conns: map[ServerRef]engine.SettingsConn{}}
 }
 
 func (l *liveServers) close() {
@@ -339,7 +186,7 @@ func (l *liveServers) open(ctx context.Context, ref ServerRef) (engine.SettingsC
 	if s, ok := l.conns[ref]; ok {
 		return s, nil
 	}
-	s, err := dialServer(ctx, ref, l.co)
+	s, err := l.cfg.Dial(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +197,7 @@ func (l *liveServers) open(ctx context.Context, ref ServerRef) (engine.SettingsC
 // each runs fn for every setting, each with its own time limit.
 func (l *liveServers) each(settings []SettingPlan, fn func(ctx context.Context, sp SettingPlan) error) error {
 	for _, sp := range settings {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*timeout(l.co))
+		ctx, cancel := context.WithTimeout(context.Background(), 3*change.Timeout(l.cfg.Engine))
 		err := fn(ctx, sp)
 		cancel()
 		if err != nil {
@@ -388,40 +235,15 @@ func (l *liveServers) verify(settings []SettingPlan) error {
 
 // apply journals and changes each setting, then waits until the server
 // runs with it (or, for a restart setting, says a restart is pending).
-func (l *liveServers) apply(j *journal.Journal, settings []SettingPlan, opts Options) error {
+func (l *liveServers) apply(c *change.Changer, settings []SettingPlan) error {
 	return l.each(settings, func(ctx context.Context, sp SettingPlan) error {
 		s, err := l.current(ctx, sp)
 		if err != nil {
 			return err
 		}
-		return applySetting(ctx, j, s, sp, opts)
+		_, err = c.Setting(ctx, s, sp.Server, sp.Key, sp.New, sp.Restart)
+		return err
 	})
-}
-
-func applySetting(ctx context.Context, j *journal.Journal, s engine.SettingsConn, sp SettingPlan, opts Options) error {
-	if err := j.Record(KindSetting, sp.Server.Name+" "+sp.Key, settingUndo{Server: sp.Server, Key: sp.Key, Restart: sp.Restart,
-		Saved: sp.Saved, Old: sp.Old, OptionOnly: sp.OptionOnly}); err != nil {
-		return err
-	}
-	if err := s.Change(ctx, sp.Key, sp.New, sp.Restart); err != nil {
-		return err
-	}
-	opts.step("saved " + sp.Server.Name + " " + sp.Key)
-	// A server may apply a reload asynchronously: wait for it.
-	for {
-		in, pending, err := s.Applied(ctx, sp.Key, sp.New, sp.Restart)
-		switch {
-		case err != nil:
-			return err
-		case in, pending && sp.Restart:
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.New("the server does not run with the new value after the change (is it set where the server reads it later, on its command line or in a later file?)")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // changedSince says how a setting differs from what the plan read, or "".
@@ -449,20 +271,6 @@ func showSaved(s *string) string {
 	return fmt.Sprintf("%q", *s)
 }
 
-// trustedDir refuses a directory others than root could change (it, or a
-// directory or link on its path): root writes option files there.
-func trustedDir(d string) error {
-	h, err := host.Open("/")
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	if err := h.CheckTrustedDir(d); err != nil {
-		return fmt.Errorf("refusing to write into %s: %w", d, err)
-	}
-	return nil
-}
-
 // includeDirRefused says why the option file of a server that does not
 // keep its own settings cannot be written into its included directory,
 // or "".
@@ -474,7 +282,7 @@ func includeDirRefused(in *facts.Instance, fc fix.Context) string {
 	case !path.IsAbs(in.IncludeDir):
 		return "its included directory " + in.IncludeDir + " is not an absolute path"
 	}
-	if err := trustedDir(in.IncludeDir); err != nil {
+	if err := (change.Config{}).TrustedDir(in.IncludeDir); err != nil {
 		return err.Error()
 	}
 	return ""

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/engine/mysql"
@@ -105,7 +106,7 @@ func TestLivePGSettingApplyRollback(t *testing.T) {
 	if !strings.Contains(readAuto(t, s), "password_encryption = 'scram-sha-256'") {
 		t.Fatalf("%s after apply:\n%s", postgres.AutoConf, readAuto(t, s))
 	}
-	if _, err := Rollback(state, cs.ID); err != nil {
+	if _, err := Rollback(state, cs.ID, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if after := readAuto(t, s); after != before {
@@ -170,7 +171,7 @@ func TestLivePGSettingKilledApplyIsRecovered(t *testing.T) {
 	if readAuto(t, s) == before || s.SQL(t, "SHOW password_encryption") != "scram-sha-256" {
 		t.Fatal("the killed apply had not changed the setting")
 	}
-	ids, err := Recover(state)
+	ids, err := Recover(state, Options{})
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("Recover = %v, %v", ids, err)
 	}
@@ -193,13 +194,13 @@ func TestRestartsListed(t *testing.T) {
 		{Server: bare, Key: "huge_pages", Restart: true, SavedByServer: true},
 		{Server: bare, Key: "max_connections", Restart: true, Unchanged: true, SavedByServer: true},
 	}
-	got := strings.Join(restarts(settings, false, nil), "\n")
+	got := strings.Join(restarts(settings, false, changer(t, nil)), "\n")
 	want := "postgres:5432 needs a restart for shared_buffers: not restarted (give --allow-restart, or systemctl restart postgresql@15-main.service)\n" +
 		"postgres:5433 needs a restart for huge_pages: not restarted (give --allow-restart, or restart it yourself)"
 	if got != want {
 		t.Errorf("restarts without --allow-restart:\n%s\nwant:\n%s", got, want)
 	}
-	got = strings.Join(restarts(settings[2:], true, nil), "\n")
+	got = strings.Join(restarts(settings[2:], true, changer(t, nil)), "\n")
 	if !strings.Contains(got, "postgres:5433 needs a restart for huge_pages: not restarted: it runs under no systemd unit") {
 		t.Errorf("restarts of a server without unit: %s", got)
 	}
@@ -276,7 +277,7 @@ func TestLiveMySQLOptionFileApplyRollback(t *testing.T) {
 	if len(cs.Restarts) != 1 || !strings.Contains(cs.Restarts[0], "runs under no systemd unit") {
 		t.Fatalf("restarts: %q", cs.Restarts)
 	}
-	if _, err := Rollback(state, cs.ID); err != nil {
+	if _, err := Rollback(state, cs.ID, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if after := dirListing(t, confd); after != before {
@@ -308,8 +309,7 @@ func TestLiveMySQLSetGlobal(t *testing.T) {
 	if ok, _, err := srv.Applied(ctx, sp.Key, sp.New, false); !ok || err != nil {
 		t.Fatalf("applied = %v, %v", ok, err)
 	}
-	b, _ := json.Marshal(settingUndo{Server: ref, Key: sp.Key, Old: sp.Old})
-	if err := undoSetting(b); err != nil {
+	if err := undoSetting(ref, sp.Key, sp.Old); err != nil {
 		t.Fatal(err)
 	}
 	if now, _ := srv.Get(ctx, "innodb_io_capacity"); now.Value != cur.Value {
@@ -411,7 +411,7 @@ func TestLivePGAllowRestart(t *testing.T) {
 		Unit: "dbhost-test-pg.service"}
 	sp := SettingPlan{Server: ref, Key: "max_prepared_transactions", Old: "0", New: "7", Restart: true, SavedByServer: true}
 	applyPending(t, sp)
-	got := restarts([]SettingPlan{sp}, true, []string{stand})
+	got := restarts([]SettingPlan{sp}, true, changer(t, []string{stand}))
 	if len(got) != 1 || !strings.HasSuffix(got[0], "restarted through dbhost-test-pg.service; it runs with the new values") {
 		t.Fatalf("restarts: %q", got)
 	}
@@ -423,7 +423,7 @@ func TestLivePGAllowRestart(t *testing.T) {
 	}
 
 	os.Chmod(stand, 0o757)
-	got = restarts([]SettingPlan{sp}, true, []string{stand})
+	got = restarts([]SettingPlan{sp}, true, changer(t, []string{stand}))
 	if len(got) != 1 || !strings.Contains(got[0], "not restarted") || !strings.Contains(got[0], "writable by group or others") {
 		t.Fatalf("restarts with an untrusted systemctl: %q", got)
 	}
@@ -451,16 +451,31 @@ func liveInstance(t *testing.T, eng engine.Engine, port int) (*host.Host, *facts
 // the journal.
 func applyPending(t *testing.T, sp SettingPlan) *journal.Journal {
 	t.Helper()
-	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.json"))
+	c := changer(t, nil)
+	live := newLiveServers(c.Config())
+	defer live.close()
+	if err := live.apply(c, []SettingPlan{sp}); err != nil {
+		t.Fatal(err)
+	}
+	return c.Journal()
+}
+
+// changer is a change layer journaling into the test's directory, its
+// restarts run by the systemctl of paths.
+func changer(t *testing.T, systemctl []string) *change.Changer {
+	t.Helper()
+	c, err := change.Open(filepath.Join(t.TempDir(), "journal.json"), change.Config{Systemctl: systemctl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := newLiveServers()
-	defer live.close()
-	if err := live.apply(j, []SettingPlan{sp}, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	return j
+	return c
+}
+
+// undoSetting runs the journal's undo of a setting, as a rollback in a
+// later process does.
+func undoSetting(ref ServerRef, key, old string) error {
+	b, _ := json.Marshal(map[string]any{"server": ref, "key": key, "old": old, "saved": nil})
+	return change.Kinds(change.Config{})[change.KindSetting](b)
 }
 
 // TestLivePGQuoting: a value with a quote and a backslash reaches
@@ -515,7 +530,7 @@ func TestLiveRedisConfigSet(t *testing.T) {
 	if err != nil || cur.Value != "67108864" {
 		t.Fatalf("maxmemory %q, %v", cur.Value, err)
 	}
-	ref := ServerRef{Engine: string(engine.Redis), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID, Start: startTime(h, in.PID)}
+	ref := ServerRef{Engine: string(engine.Redis), Name: in.Name(), DataDir: in.DataDir, Port: in.Port, PID: in.PID, Start: change.StartTime(h, in.PID)}
 	sp := SettingPlan{Server: ref, Key: "maxmemory", Old: cur.Value, New: "1957mb"}
 	if err := srv.Change(ctx, sp.Key, sp.New, false); err != nil {
 		t.Fatal(err)
@@ -526,8 +541,7 @@ func TestLiveRedisConfigSet(t *testing.T) {
 	if now, _ := srv.Get(ctx, "maxmemory"); now.Value != "2052063232" {
 		t.Fatalf("maxmemory is %s after CONFIG SET 1957mb", now.Value)
 	}
-	b, _ := json.Marshal(settingUndo{Server: ref, Key: sp.Key, Old: sp.Old})
-	if err := undoSetting(b); err != nil {
+	if err := undoSetting(ref, sp.Key, sp.Old); err != nil {
 		t.Fatal(err)
 	}
 	if now, _ := srv.Get(ctx, "maxmemory"); now.Value != cur.Value {

@@ -10,11 +10,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/dbhost/dbhost/internal/apply"
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/experiment"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/results"
 )
@@ -146,12 +148,19 @@ func (a *app) experimentRecoverCmd() *cobra.Command {
 			}
 			defer st.Close()
 		}
-		rec, err := experiment.Recover(ctx, *journalFile, st, env.Stderr)
+		// One recovery for the host: fix's change sets too, under the
+		// host lock that applies and experiments take.
+		release, err := journal.Lock(journal.HostLock)
+		if err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost experiment recover: host lock:", err)
+			return ExitError
+		}
+		defer release()
+		opts := apply.Options{StateDir: apply.StateDir("/"), Systemctl: env.Systemctl}
+		_, rec, err := recoverHost(ctx, env, opts, *journalFile, st)
 		if rec != nil {
 			if len(rec.Undone) == 0 {
 				fmt.Fprintf(env.Stdout, "nothing to restore (no journal at %s)\n", *journalFile)
-			} else if err == nil {
-				fmt.Fprintf(env.Stdout, "restored %d change(s) from %s\n", len(rec.Undone), *journalFile)
 			}
 			for _, id := range rec.Interrupted {
 				fmt.Fprintf(env.Stdout, "experiment %s marked interrupted\n", id)

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/pflag"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/experiment"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/pgcluster"
@@ -472,10 +473,11 @@ func dbhostProcess(t *testing.T, log *bytes.Buffer, args ...string) *exec.Cmd {
 // startSwappinessRun sets vm.swappiness to orig through the test journal
 // and starts, in a separate dbhost process, a swappiness experiment on a
 // throwaway cluster with 60-second trials (long enough to be interrupted).
-func startSwappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db string, log *bytes.Buffer) {
+// The host lock is handed over to the recover commands, which take it.
+func startSwappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db string, log *bytes.Buffer, j *testdb.HostJournal) {
 	t.Helper()
 	integrationExperiment(t)
-	j := testdb.Journal(t)
+	j = testdb.JournalHandover(t)
 	if err := j.Set("/proc/sys/vm/swappiness", orig); err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +489,7 @@ func startSwappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db str
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	return cmd, jfile, db, log
+	return cmd, jfile, db, log, j
 }
 
 // kill -9 in the middle of a trial leaves the host changed and the
@@ -496,7 +498,7 @@ func startSwappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db str
 // marks the experiment interrupted.
 func TestExperimentKill9Recover(t *testing.T) {
 	const orig = "30"
-	cmd, jfile, db, log := startSwappinessRun(t, orig)
+	cmd, jfile, db, log, hj := startSwappinessRun(t, orig)
 	killed := false
 	t.Cleanup(func() {
 		if !killed {
@@ -516,8 +518,8 @@ func TestExperimentKill9Recover(t *testing.T) {
 			t.Fatalf("no trial started within 90s; output:\n%s", log.String())
 		}
 		time.Sleep(200 * time.Millisecond)
-		b, err := os.ReadFile(jfile)
-		if err != nil || json.Unmarshal(b, &changes) != nil || !hasKnob(changes, "/proc/sys/vm/swappiness") {
+		var err error
+		if changes, err = journal.Pending(jfile); err != nil || !hasKnob(changes, "/proc/sys/vm/swappiness") {
 			continue
 		}
 		if childNamed(t, cmd.Process.Pid, "pgbench", "-T", "60") {
@@ -531,14 +533,14 @@ func TestExperimentKill9Recover(t *testing.T) {
 	cmd.Wait()
 	killed = true
 	var rec pgcluster.Record
-	var work experiment.WorkDirRecord
+	var work change.WorkDirRecord
 	for _, c := range changes {
 		switch c.Kind {
 		case pgcluster.Kind:
 			if err := json.Unmarshal(c.Data, &rec); err != nil {
 				t.Fatal(err)
 			}
-		case experiment.KindWorkDir:
+		case change.KindWorkDir:
 			if err := json.Unmarshal(c.Data, &work); err != nil {
 				t.Fatal(err)
 			}
@@ -577,8 +579,10 @@ func TestExperimentKill9Recover(t *testing.T) {
 	// Recover in a new process, as after a crash.
 	var rlog bytes.Buffer
 	rc := dbhostProcess(t, &rlog, "experiment", "recover", "--journal", jfile, "--db", db)
-	if err := rc.Run(); err != nil {
-		t.Fatalf("recover: %v\n%s", err, rlog.String())
+	var rerr error
+	hj.Unlocked(func() { rerr = rc.Run() })
+	if rerr != nil {
+		t.Fatalf("recover: %v\n%s", rerr, rlog.String())
 	}
 	t.Logf("recover:\n%s", rlog.String())
 	if v := swappiness(t); v != orig {
@@ -606,15 +610,20 @@ func TestExperimentKill9Recover(t *testing.T) {
 		t.Errorf("recover did not say it marked %s", list[0].ID)
 	}
 	// A second recover finds nothing to do.
-	code, out, _ := runCLI(t, "experiment", "recover", "--journal", jfile, "--db", db)
+	var code int
+	var out string
+	hj.Unlocked(func() { code, out, _ = runCLI(t, "experiment", "recover", "--journal", jfile, "--db", db) })
 	if code != ExitOK || !strings.Contains(out, "nothing to restore") {
 		t.Errorf("second recover: exit %d %q", code, out)
 	}
 }
 
+// hasKnob reports whether a journal holds a kernel value of path: a
+// change kind (its data names the path) or a version 1 entry (Path).
 func hasKnob(cs []journal.Change, path string) bool {
 	for _, c := range cs {
-		if c.Path == path {
+		var d struct{ Path string }
+		if c.Path == path || (c.Kind == change.KindKernel && json.Unmarshal(c.Data, &d) == nil && d.Path == path) {
 			return true
 		}
 	}
@@ -667,7 +676,7 @@ func childNamed(t *testing.T, parent int, name string, args ...string) bool {
 // and exits with 130 — no recover needed.
 func TestExperimentSIGTERM(t *testing.T) {
 	const orig = "30"
-	cmd, jfile, db, log := startSwappinessRun(t, orig)
+	cmd, jfile, db, log, _ := startSwappinessRun(t, orig)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
@@ -681,8 +690,7 @@ func TestExperimentSIGTERM(t *testing.T) {
 			t.Fatalf("no trial started within 90s; output:\n%s", log.String())
 		}
 		time.Sleep(200 * time.Millisecond)
-		var changes []journal.Change
-		if b, err := os.ReadFile(jfile); err == nil && json.Unmarshal(b, &changes) == nil {
+		if changes, err := journal.Pending(jfile); err == nil {
 			for _, c := range changes {
 				var rec pgcluster.Record
 				if c.Kind == pgcluster.Kind && json.Unmarshal(c.Data, &rec) == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,9 +14,11 @@ import (
 
 	"github.com/dbhost/dbhost/internal/apply"
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/experiment"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/plan"
+	"github.com/dbhost/dbhost/internal/results"
 	"github.com/dbhost/dbhost/internal/safefile"
 )
 
@@ -63,104 +66,178 @@ func (a *applyFlags) args(_ *cobra.Command, args []string) error {
 
 // runFixApply runs --plan, --apply, --rollback, --history or --recover.
 func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, only, skip []string, out string) int {
-	fail := func(format string, args ...any) int {
-		fmt.Fprintf(env.Stderr, "dbhost fix: "+format+"\n", args...)
-		return ExitError
-	}
-	switch {
-	case a.modes() > 1:
-		return fail("--plan, --apply, --rollback, --history and --recover are separate modes: give one")
-	case out != "":
-		return fail("--out renders files only; it does not combine with --%s", a.mode())
-	case a.planOut != "" && !a.plan:
-		return fail("--plan-out goes with --plan")
-	case a.planFile != "" && !a.apply:
-		return fail("--plan-file goes with --apply")
-	case a.allowRestart && !a.apply:
-		return fail("--allow-restart goes with --apply")
-	case src.from != "" && (src.root == "/" || src.root == ""):
-		return fail("--from reads a snapshot, not this host: --%s needs --root DIR, a copy tree to change instead of /", a.mode())
+	if why := a.refused(src, out); why != "" {
+		return fixFail(env, "%s", why)
 	}
 	state := apply.StateDir(src.root)
-	if a.history {
+	switch {
+	case a.history:
 		return fixHistory(env, state)
-	}
-	if (a.apply || a.rollback || a.recover) && geteuid() != 0 {
-		return fail("--%s changes files under /etc and kernel values: run it as root (sudo dbhost fix --%s)", a.mode(), a.mode())
-	}
-	if a.plan {
-		p, code := fixPlan(ctx, env, src, only, skip)
-		if p == nil {
-			return code
-		}
-		printPlan(env.Stdout, p)
-		code = ExitOK
-		if p.Changes() {
-			code = ExitFindings // changes are pending
-		}
-		if a.planOut != "" {
-			b, _ := json.MarshalIndent(p, "", "  ")
-			if err := safefile.WriteBytes(a.planOut, 0o600, append(b, '\n')); err != nil {
-				return fail("%v", err)
-			}
-			fmt.Fprintf(env.Stderr, "dbhost fix: plan saved to %s\n", a.planOut)
-		}
-		return code
+	case a.plan:
+		return fixShowPlan(ctx, env, src, a, only, skip)
+	case geteuid() != 0:
+		return fixFail(env, "--%s changes files under /etc and kernel values: run it as root (sudo dbhost fix --%s)", a.mode(), a.mode())
 	}
 	// Rollback and recovery log in to servers with the same credentials.
-	apply.SetConnection(src.options().Engine)
+	opts := apply.Options{StateDir: state, Engine: src.options().Engine, Systemctl: env.Systemctl}
 	// Two applies (or an apply and an experiment) never interleave.
 	release, err := journal.Lock(journal.HostLock)
 	if err != nil {
-		return fail("host lock: %v", err)
+		return fixFail(env, "host lock: %v", err)
 	}
 	defer release()
-	recovered, err := apply.Recover(state)
+	if a.recover {
+		return fixRecover(ctx, env, src.root, opts)
+	}
+	if code, ok := fixRecoverSets(env, opts); !ok {
+		return code
+	}
+	if a.rollback {
+		return fixRollback(env, a.rollbackID, opts)
+	}
+	return fixApply(ctx, env, src, a, only, skip, opts)
+}
+
+func fixFail(env Env, format string, args ...any) int {
+	fmt.Fprintf(env.Stderr, "dbhost fix: "+format+"\n", args...)
+	return ExitError
+}
+
+// refused says why the flags do not go together, or "".
+func (a *applyFlags) refused(src *sourceFlags, out string) string {
+	switch {
+	case a.modes() > 1:
+		return "--plan, --apply, --rollback, --history and --recover are separate modes: give one"
+	case out != "":
+		return fmt.Sprintf("--out renders files only; it does not combine with --%s", a.mode())
+	case a.planOut != "" && !a.plan:
+		return "--plan-out goes with --plan"
+	case a.planFile != "" && !a.apply:
+		return "--plan-file goes with --apply"
+	case a.allowRestart && !a.apply:
+		return "--allow-restart goes with --apply"
+	case src.from != "" && (src.root == "/" || src.root == ""):
+		return fmt.Sprintf("--from reads a snapshot, not this host: --%s needs --root DIR, a copy tree to change instead of /", a.mode())
+	}
+	return ""
+}
+
+// fixShowPlan runs --plan: exit 0 when nothing would change, 1 when
+// changes are pending.
+func fixShowPlan(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, only, skip []string) int {
+	p, code := fixPlan(ctx, env, src, only, skip)
+	if p == nil {
+		return code
+	}
+	printPlan(env.Stdout, p)
+	code = ExitOK
+	if p.Changes() {
+		code = ExitFindings // changes are pending
+	}
+	if a.planOut != "" {
+		b, _ := json.MarshalIndent(p, "", "  ")
+		if err := safefile.WriteBytes(a.planOut, 0o600, append(b, '\n')); err != nil {
+			return fixFail(env, "%v", err)
+		}
+		fmt.Fprintf(env.Stderr, "dbhost fix: plan saved to %s\n", a.planOut)
+	}
+	return code
+}
+
+// fixRecoverSets rolls back the change sets an interrupted run left
+// unfinished, as every changing mode does first; ok false: it failed.
+func fixRecoverSets(env Env, opts apply.Options) (code int, ok bool) {
+	_, err := recoverSets(env, opts)
+	if err != nil {
+		return fixFail(env, "recover: %v", err), false
+	}
+	return ExitOK, true
+}
+
+func recoverSets(env Env, opts apply.Options) ([]string, error) {
+	recovered, err := apply.Recover(opts.StateDir, opts)
 	for _, id := range recovered {
 		fmt.Fprintf(env.Stderr, "dbhost fix: change set %s was left unfinished by an interrupted run: rolled back\n", id)
 	}
+	return recovered, err
+}
+
+// fixRecover runs --recover: every unfinished change on this host.
+func fixRecover(ctx context.Context, env Env, root string, opts apply.Options) int {
+	exp := filepath.Join(root, experiment.DefaultJournal)
+	if _, err := os.Lstat(exp); err != nil {
+		exp = "" // no experiment left anything
+	}
+	sets, rec, err := recoverHost(ctx, env, opts, exp, nil)
 	if err != nil {
-		return fail("recover: %v", err)
+		return fixFail(env, "recover: %v", err)
 	}
-	switch {
-	case a.recover:
-		if len(recovered) == 0 {
-			fmt.Fprintln(env.Stdout, "nothing to recover")
-		}
-		return ExitOK
-	case a.rollback:
-		cs, err := apply.Rollback(state, a.rollbackID)
-		if err != nil {
-			return fail("rollback: %v", err)
-		}
-		fmt.Fprintf(env.Stdout, "rolled back %s: %d files, %d kernel values and %d database settings as they were before\n", cs.ID, len(cs.Files), len(cs.Values), len(cs.Settings))
-		for _, s := range cs.Settings {
-			if s.Restart {
-				fmt.Fprintf(env.Stdout, "  %s: %s takes its old value back only when the server restarts\n", s.Server.Name, s.Key)
-			}
-		}
-		return ExitOK
+	if len(sets) == 0 && (rec == nil || len(rec.Undone) == 0) {
+		fmt.Fprintln(env.Stdout, "nothing to recover")
 	}
+	return ExitOK
+}
+
+// recoverHost puts back every change an interrupted run left on this
+// host, for `fix --recover` and `experiment recover` alike: the change
+// sets of fix --apply and --rollback, then the experiment's journal (its
+// running experiments marked interrupted in store, which may be nil). rec
+// is nil when expJournal is "". The caller holds the host lock.
+func recoverHost(ctx context.Context, env Env, opts apply.Options, expJournal string, store *results.Store) (sets []string, rec *experiment.Recovered, err error) {
+	sets, err = recoverSets(env, opts)
+	if err != nil {
+		return sets, nil, err
+	}
+	if expJournal == "" {
+		return sets, nil, nil
+	}
+	rec, err = experiment.Recover(ctx, expJournal, store, env.Stderr)
+	if rec != nil && len(rec.Undone) > 0 && err == nil {
+		fmt.Fprintf(env.Stdout, "restored %d change(s) from %s\n", len(rec.Undone), expJournal)
+	}
+	return sets, rec, err
+}
+
+// fixRollback runs --rollback [ID].
+func fixRollback(env Env, id string, opts apply.Options) int {
+	cs, err := apply.Rollback(opts.StateDir, id, opts)
+	if err != nil {
+		return fixFail(env, "rollback: %v", err)
+	}
+	fmt.Fprintf(env.Stdout, "rolled back %s: %d files, %d kernel values and %d database settings as they were before\n", cs.ID, len(cs.Files), len(cs.Values), len(cs.Settings))
+	for _, s := range cs.Settings {
+		if s.Restart {
+			fmt.Fprintf(env.Stdout, "  %s: %s takes its old value back only when the server restarts\n", s.Server.Name, s.Key)
+		}
+	}
+	return ExitOK
+}
+
+// fixApply runs --apply: the plan made now (checked against --plan-file),
+// applied as one change set, and the selected findings audited again.
+func fixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, only, skip []string, opts apply.Options) int {
 	p, code := fixPlan(ctx, env, src, only, skip)
 	if p == nil {
 		return code
 	}
 	if a.planFile != "" {
 		if err := checkPlanFile(a.planFile, p); err != nil {
-			return fail("%v", err)
+			return fixFail(env, "%v", err)
 		}
 	}
 	printPlan(env.Stdout, p)
-	cs, err := apply.Apply(p, apply.Options{StateDir: state, AllowRestart: a.allowRestart, Systemctl: env.Systemctl, Reaudit: func() []check.Finding {
+	opts.AllowRestart = a.allowRestart
+	opts.Reaudit = func() []check.Finding {
 		f, closeHost, ok := src.gather(ctx, env, "fix")
 		if !ok {
 			return nil
 		}
 		defer closeHost()
 		return check.Run(f, check.Selector{Only: only, Skip: skip})
-	}})
+	}
+	cs, err := apply.Apply(p, opts)
 	if err != nil {
-		return fail("apply: %v", err)
+		return fixFail(env, "apply: %v", err)
 	}
 	fmt.Fprintf(env.Stdout, "\napplied change set %s (undo with: dbhost fix --rollback %s)\n", cs.ID, cs.ID)
 	for _, r := range cs.Restarts {

@@ -61,10 +61,7 @@ const (
 	kindPGStop     = "test.hostplan.pg-stop"
 )
 
-func init() {
-	journal.RegisterKind(kindUnitCgroup, undoUnitCgroup)
-	journal.RegisterKind(kindPGStop, undoPGStop)
-}
+var hostPlanKinds = journal.Kinds{kindUnitCgroup: undoUnitCgroup, kindPGStop: undoPGStop}
 
 // unitCgroup is a cgroup named like a systemd service, made for the test.
 type unitCgroup struct {
@@ -153,7 +150,7 @@ func setupHostPlan(t *testing.T) *hostPlanLive {
 	testdb.Need(t, "huge pages (/proc/sys/vm/nr_hugepages)", err == nil)
 	testdb.Need(t, "2 MiB huge pages", hugePageKB(t) == 2048)
 
-	h := testdb.JournalHandover(t)
+	h := testdb.JournalHandover(t, hostPlanKinds)
 	for _, d := range liveEtcDirs {
 		guardTree(t, d)
 	}

@@ -15,7 +15,8 @@ const DefaultDB = "dbhost_bench"
 // connection description of the commands that connect to a server they
 // were given (experiment, knob, workload, pgcluster). The engine packages
 // turn it into their driver's configuration (postgres.ConnConfig,
-// mysql.EndpointConfig).
+// mysql.EndpointConfig), which dial only an endpoint Locate resolved to a
+// server discovered on this host.
 type Endpoint struct {
 	Engine Engine
 	// Host is a host name or IP address, or a Unix socket: for PostgreSQL
@@ -33,6 +34,8 @@ type Endpoint struct {
 	// sysbench) run as, for peer or socket authentication. Drivers inside
 	// dbhost ignore it.
 	OSUser string
+
+	srv *located // set by Locate: the server this endpoint reaches
 }
 
 // String describes the endpoint without its password.

@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 
-	"github.com/dbhost/dbhost/internal/journal"
+	"github.com/dbhost/dbhost/internal/change"
+	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/knob"
+	"github.com/dbhost/dbhost/internal/pgcluster"
 	"github.com/dbhost/dbhost/internal/results"
 )
 
@@ -47,7 +51,7 @@ func Recover(ctx context.Context, journalFile string, store *results.Store, log 
 			fmt.Fprintln(log, "undo:", what)
 		}
 	}
-	if err := journal.Recover(journalFile); err != nil {
+	if err := change.Recover(journalFile, changeConfig(nil)); err != nil {
 		return rec, fmt.Errorf("recover %s: %w (what could not be undone stays in the journal; fix the cause and run recover again)", journalFile, err)
 	}
 	if store != nil {
@@ -58,4 +62,13 @@ func Recover(ctx context.Context, journalFile string, store *results.Store, log 
 		rec.Interrupted = ids
 	}
 	return rec, nil
+}
+
+// changeConfig is how an experiment's journal is opened and recovered: the
+// change kinds on h (nil: the live system), with the knob applier's and the
+// throwaway cluster's own.
+func changeConfig(h *host.Host) change.Config {
+	more := knob.Kinds()
+	maps.Copy(more, pgcluster.Kinds())
+	return change.Config{Host: h, More: more}
 }

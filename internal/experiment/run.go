@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/knob"
@@ -85,7 +86,8 @@ type dbTarget struct {
 // recovery is what puts the host back: the journal every change goes to
 // first, and the journaled scratch directory of the tools.
 type recovery struct {
-	j    *journal.Journal
+	c    *change.Changer
+	j    *journal.Journal // c's
 	work string
 }
 
@@ -139,13 +141,14 @@ func Run(ctx context.Context, p *Plan, o Options) (sum *Summary, err error) {
 		return nil, err
 	}
 	defer unlock()
-	j, err := openJournal(ctx, o)
+	c, err := openJournal(ctx, o)
 	if err != nil {
 		return nil, err
 	}
+	j := c.Journal()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := &run{plan: p, opts: o, start: time.Now(), undo: recovery{j: j},
+	r := &run{plan: p, opts: o, start: time.Now(), undo: recovery{c: c, j: j},
 		meas: measurements{first: map[int]knob.Fingerprint{}}, out: output{bar: newProgress(o.Log, o.Bar)}}
 	restored := make(chan struct{})
 	stopSignals := watchSignals(j, cancel, restored, r.out.bar)
@@ -189,12 +192,12 @@ func (o *Options) complete() error {
 // openJournal opens the run's journal. Changes an interrupted experiment
 // left in it are restored first, and the experiments still marked
 // running are marked interrupted.
-func openJournal(ctx context.Context, o Options) (*journal.Journal, error) {
+func openJournal(ctx context.Context, o Options) (*change.Changer, error) {
 	left, _ := pendingChanges(o.Journal)
 	if len(left) > 0 {
 		fmt.Fprintf(o.Log, "restoring %d change(s) an interrupted experiment left in %s first\n", len(left), o.Journal)
 	}
-	j, err := journal.Open(o.Journal) // restores leftovers
+	c, err := change.Open(o.Journal, changeConfig(o.Host)) // restores leftovers
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +206,7 @@ func openJournal(ctx context.Context, o Options) (*journal.Journal, error) {
 			fmt.Fprintf(o.Log, "marked interrupted: %s\n", strings.Join(ids, ", "))
 		}
 	}
-	return j, nil
+	return c, nil
 }
 
 // restore undoes every journaled change, newest first. The throwaway
@@ -260,7 +263,7 @@ func (r *run) openTarget(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.undo.work, err = newWorkDir(r.undo.j); err != nil {
+	if r.undo.work, err = newWorkDir(r.undo.c); err != nil {
 		return fmt.Errorf("scratch directory: %w", err)
 	}
 	r.facts = f
@@ -288,7 +291,7 @@ func (r *run) openTarget(ctx context.Context) error {
 	if p.Protocol.Restart && r.db.srv.kt.Restart == nil {
 		return errors.New("--restart: dbhost may not restart this server (give --allow-restart; it needs a systemd service)")
 	}
-	r.db.ap = knob.NewApplier(r.opts.Host, r.undo.j, r.db.srv.kt)
+	r.db.ap = knob.NewApplier(r.opts.Host, r.undo.c, r.db.srv.kt)
 	return nil
 }
 
@@ -684,16 +687,9 @@ func lockRun(journalFile string) (func(), error) {
 
 // pendingChanges reads what a journal file still holds.
 func pendingChanges(file string) ([]journal.Change, error) {
-	b, err := os.ReadFile(file)
+	cs, err := journal.Pending(file)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	var cs []journal.Change
-	if err := json.Unmarshal(b, &cs); err != nil {
-		return nil, fmt.Errorf("unreadable journal %s: %w", file, err)
+		return nil, fmt.Errorf("journal %s: %w", file, err)
 	}
 	return cs, nil
 }

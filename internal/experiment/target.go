@@ -45,24 +45,22 @@ type serverInfo struct {
 
 const probeTimeout = 10 * time.Second
 
-// pgProbe reads the version, data directory and shared memory sizes.
+// pgProbe reads the version, data directory and shared memory sizes of a
+// located server.
 func pgProbe(ctx context.Context, t workload.Target) (serverInfo, error) {
 	var si serverInfo
 	db := t.DB
 	if db == "" {
 		db = "postgres"
 	}
-	cfg, err := postgres.ConnConfig(t, db, probeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	conn, err := postgres.ConnectEndpoint(ctx, t, db, probeTimeout)
 	if err != nil {
 		return si, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	c, err := pgconn.ConnectConfig(ctx, &cfg.Config)
-	if err != nil {
-		return si, fmt.Errorf("connect to %s: %w", t, err)
-	}
-	defer c.Close(context.Background())
+	defer conn.Close(context.Background())
+	c := conn.PgConn()
 	q := `SELECT current_setting('server_version'), current_setting('server_version_num'), current_setting('data_directory'),
 		(SELECT setting::bigint * current_setting('block_size')::bigint FROM pg_settings WHERE name = 'shared_buffers')::text,
 		COALESCE((SELECT setting FROM pg_settings WHERE name = 'shared_memory_size'), '')`
@@ -88,10 +86,10 @@ func pgProbe(ctx context.Context, t workload.Target) (serverInfo, error) {
 	return si, nil
 }
 
-// mysqlProbe reads the version and data directory.
-func mysqlProbe(ctx context.Context, cfg *mysql.Config) (serverInfo, error) {
+// mysqlProbe reads the version and data directory of a located server.
+func mysqlProbe(ctx context.Context, t workload.Target) (serverInfo, error) {
 	var si serverInfo
-	db, err := enginemysql.OpenConfig(cfg)
+	db, err := enginemysql.OpenEndpoint(t, "", probeTimeout)
 	if err != nil {
 		return si, err
 	}
@@ -99,7 +97,7 @@ func mysqlProbe(ctx context.Context, cfg *mysql.Config) (serverInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	if err := db.QueryRowContext(ctx, "SELECT @@version, @@datadir, @@pid_file").Scan(&si.version, &si.dataDir, &si.pidFile); err != nil {
-		return si, fmt.Errorf("connect to MySQL as %s: %w", cfg.User, err)
+		return si, fmt.Errorf("connect to %s: %w", t, err)
 	}
 	si.major, _ = strconv.Atoi(strings.SplitN(si.version, ".", 2)[0])
 	si.dataDir = strings.TrimSuffix(si.dataDir, "/")
@@ -139,10 +137,10 @@ func namesDB(dsn string) bool {
 
 // mysqlTarget reads a go-sql-driver DSN: user:password@unix(/path/mysqld.sock)/db
 // or user:password@tcp(host:3306)/db.
-func mysqlTarget(dsn, benchDB string) (workload.Target, *mysql.Config, error) {
+func mysqlTarget(dsn, benchDB string) (workload.Target, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return workload.Target{}, nil, fmt.Errorf("--mysql: %w", err)
+		return workload.Target{}, fmt.Errorf("--mysql: %w", err)
 	}
 	t := workload.Target{Engine: engine.MySQL, User: cfg.User, Password: cfg.Passwd, DB: benchDB}
 	if t.DB == "" {
@@ -160,9 +158,8 @@ func mysqlTarget(dsn, benchDB string) (workload.Target, *mysql.Config, error) {
 	}
 	if t.User == "" {
 		t.User = "root"
-		cfg.User = "root"
 	}
-	return t, cfg, nil
+	return t, nil
 }
 
 // userServer prepares a --pg or --mysql target: how to connect, its data
@@ -172,9 +169,9 @@ func userServer(ctx context.Context, h *host.Host, p *Plan, f *Facts) (*server, 
 	var si serverInfo
 	var err error
 	if p.Target.PG != "" {
-		s, si, err = pgUserServer(ctx, p, f)
+		s, si, err = pgUserServer(ctx, h, p, f)
 	} else {
-		s, si, err = mysqlUserServer(ctx, p, f)
+		s, si, err = mysqlUserServer(ctx, h, p, f)
 	}
 	if err != nil {
 		return nil, err
@@ -195,11 +192,15 @@ func userServer(ctx context.Context, h *host.Host, p *Plan, f *Facts) (*server, 
 	return s, nil
 }
 
-// pgUserServer connects to the --pg server and reads what it reports.
-func pgUserServer(ctx context.Context, p *Plan, f *Facts) (*server, serverInfo, error) {
+// pgUserServer locates the --pg server among those discovered on this
+// host, connects to it and reads what it reports.
+func pgUserServer(ctx context.Context, h *host.Host, p *Plan, f *Facts) (*server, serverInfo, error) {
 	wt, err := pgTarget(p.Target.PG, p.Workload.DB)
 	if err != nil {
 		return nil, serverInfo{}, err
+	}
+	if wt, err = engine.Locate(ctx, h, wt); err != nil {
+		return nil, serverInfo{}, fmt.Errorf("--pg: %w", err)
 	}
 	probe := wt
 	probe.DB = ""
@@ -214,18 +215,22 @@ func pgUserServer(ctx context.Context, p *Plan, f *Facts) (*server, serverInfo, 
 	return &server{wt: wt, ping: func(ctx context.Context) error { _, err := pgProbe(ctx, probe); return err }}, si, nil
 }
 
-// mysqlUserServer connects to the --mysql server and reads what it reports.
-func mysqlUserServer(ctx context.Context, p *Plan, f *Facts) (*server, serverInfo, error) {
-	wt, cfg, err := mysqlTarget(p.Target.MySQL, p.Workload.DB)
+// mysqlUserServer locates the --mysql server among those discovered on
+// this host, connects to it and reads what it reports.
+func mysqlUserServer(ctx context.Context, h *host.Host, p *Plan, f *Facts) (*server, serverInfo, error) {
+	wt, err := mysqlTarget(p.Target.MySQL, p.Workload.DB)
 	if err != nil {
 		return nil, serverInfo{}, err
 	}
-	si, err := mysqlProbe(ctx, cfg)
+	if wt, err = engine.Locate(ctx, h, wt); err != nil {
+		return nil, serverInfo{}, fmt.Errorf("--mysql: %w", err)
+	}
+	si, err := mysqlProbe(ctx, wt)
 	if err != nil {
 		return nil, si, err
 	}
 	f.Engine = string(engine.MySQL)
-	return &server{wt: wt, ping: func(ctx context.Context) error { _, err := mysqlProbe(ctx, cfg); return err }}, si, nil
+	return &server{wt: wt, ping: func(ctx context.Context) error { _, err := mysqlProbe(ctx, wt); return err }}, si, nil
 }
 
 // knobTarget is where the knobs of a user's server are set.
@@ -304,7 +309,14 @@ func embeddedServer(ctx context.Context, j *journal.Journal, p *Plan, f *Facts, 
 	if err != nil {
 		return nil, fmt.Errorf("throwaway PostgreSQL cluster: %w", err)
 	}
-	s := &server{cluster: c, wt: c.Target()}
+	s := &server{cluster: c}
+	h, err := host.Open("/")
+	if err != nil {
+		return s, err
+	}
+	if s.wt, err = engine.Locate(ctx, h, c.Target()); err != nil {
+		return s, fmt.Errorf("throwaway PostgreSQL cluster: %w", err)
+	}
 	probe := s.wt
 	probe.DB = "postgres"
 	si, err := pgProbe(ctx, probe)

@@ -62,18 +62,18 @@ func TestTargets(t *testing.T) {
 	if strings.Contains(wt.String(), "s3cretpw") {
 		t.Errorf("password in %s", wt)
 	}
-	mt, cfg, err := mysqlTarget("bob:pw1234@unix(/run/mysqld/mysqld.sock)/shop", "bench")
+	mt, err := mysqlTarget("bob:pw1234@unix(/run/mysqld/mysqld.sock)/shop", "bench")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mt.Host != "/run/mysqld/mysqld.sock" || mt.User != "bob" || mt.DB != "bench" || cfg.Passwd != "pw1234" {
+	if mt.Host != "/run/mysqld/mysqld.sock" || mt.User != "bob" || mt.DB != "bench" || mt.Password != "pw1234" {
 		t.Errorf("mysql target %+v", mt)
 	}
-	mt, _, err = mysqlTarget("tcp(127.0.0.1:3307)/", "")
+	mt, err = mysqlTarget("tcp(127.0.0.1:3307)/", "")
 	if err != nil || mt.Host != "127.0.0.1" || mt.Port != 3307 || mt.User != "root" {
 		t.Errorf("mysql tcp target %+v %v", mt, err)
 	}
-	if _, _, err := mysqlTarget("not a dsn", ""); err == nil {
+	if _, err := mysqlTarget("not a dsn", ""); err == nil {
 		t.Error("bad MySQL DSN accepted")
 	}
 }

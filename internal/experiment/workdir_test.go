@@ -1,21 +1,19 @@
 package experiment
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
-	"github.com/dbhost/dbhost/internal/journal"
+	"github.com/dbhost/dbhost/internal/change"
 )
 
 func TestWorkDirJournaledAndRemoved(t *testing.T) {
-	j, err := journal.Open(filepath.Join(t.TempDir(), "j"))
+	c, err := change.Open(filepath.Join(t.TempDir(), "j"), change.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := newWorkDir(j)
+	dir, err := newWorkDir(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,47 +25,10 @@ func TestWorkDirJournaledAndRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What a new process does after kill -9.
-	if err := journal.Recover(j.File()); err != nil {
+	if err := change.Recover(c.Journal().File(), change.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("scratch directory left after recover: %v", err)
-	}
-	// Idempotent: already gone is done.
-	b, _ := json.Marshal(WorkDirRecord{Path: dir})
-	if err := undoWorkDir(b); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestWorkDirUndoRefusesOtherPaths(t *testing.T) {
-	other := t.TempDir()
-	for _, p := range []string{other, "relative/" + workDirPrefix + "x", "/", filepath.Join(other, workDirPrefix+"x", "..")} {
-		b, _ := json.Marshal(WorkDirRecord{Path: p})
-		if err := undoWorkDir(b); err == nil || !strings.Contains(err.Error(), "refusing") {
-			t.Errorf("undo of %q: %v", p, err)
-		}
-	}
-	if _, err := os.Stat(other); err != nil {
-		t.Fatalf("a foreign directory was removed: %v", err)
-	}
-}
-
-func TestWorkDirUndoRefusesLink(t *testing.T) {
-	tmp := t.TempDir()
-	target := filepath.Join(tmp, "kept")
-	if err := os.Mkdir(target, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(tmp, workDirPrefix+"x")
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(WorkDirRecord{Path: link})
-	if err := undoWorkDir(b); err == nil || !strings.Contains(err.Error(), "not a directory") {
-		t.Errorf("undo of a link: %v", err)
-	}
-	if _, err := os.Stat(target); err != nil {
-		t.Fatalf("the link's target was removed: %v", err)
 	}
 }

@@ -31,13 +31,16 @@ func TestIntegrationRealRun(t *testing.T) {
 
 	ctx := context.Background()
 	srv := testdb.Postgres(t, testdb.Options{})
-	tg := workload.Target{Engine: engine.Postgres, Host: srv.Socket, Port: srv.Port, User: "postgres"}
-	spec := workload.Spec{Kind: workload.PGBench, Clients: 2, Jobs: 1, Duration: 2 * time.Second, Warmup: time.Second, Scale: 1}
-	if err := workload.Prepare(ctx, tg, spec); err != nil {
-		t.Fatal(err)
-	}
 	h, err := host.Open("/")
 	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err := engine.Locate(ctx, h, workload.Target{Engine: engine.Postgres, Host: srv.Socket, Port: srv.Port, User: "postgres"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := workload.Spec{Kind: workload.PGBench, Clients: 2, Jobs: 1, Duration: 2 * time.Second, Warmup: time.Second, Scale: 1}
+	if err := workload.Prepare(ctx, tg, spec); err != nil {
 		t.Fatal(err)
 	}
 	fingerprint := func() json.RawMessage {

@@ -1,12 +1,9 @@
 package fix
 
 import (
-	"fmt"
 	"path"
-	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/journal"
 )
 
 // Knob is a kernel setting a fix changes at runtime: a file under /proc/sys
@@ -61,23 +58,4 @@ func kvWhat(kind string, kv KV) string { return kind + " " + quote(kv.Key) + " =
 
 func udevWhat(u UdevAttr) string {
 	return "udev " + quote(u.Device) + " " + quote(u.Attr) + " = " + quote(u.Value)
-}
-
-// ApplyKnobs writes a fix's runtime knobs through a journal, so that every
-// change can be rolled back. Paths are checked to stay under /proc/sys and
-// /sys: a fix is data and must not write elsewhere.
-func ApplyKnobs(j *journal.Journal, f *Fix) error {
-	for _, k := range Knobs(f) {
-		clean := path.Clean(k.Path)
-		if !strings.HasPrefix(clean, "/proc/sys/") && !strings.HasPrefix(clean, "/sys/") {
-			return fmt.Errorf("refusing to write %s: not a kernel knob", k.Path)
-		}
-		if strings.ContainsAny(k.Value, "\n\x00") {
-			return fmt.Errorf("refusing to write %q to %s", k.Value, k.Path)
-		}
-		if err := j.Set(clean, k.Value); err != nil {
-			return fmt.Errorf("%s: %w", clean, err)
-		}
-	}
-	return nil
 }

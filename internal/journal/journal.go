@@ -3,13 +3,15 @@
 // saved to a journal file on disk; Restore writes the old values back in
 // reverse order. A journal left behind by a crash is restored by Recover.
 //
-// Changes that are not kernel files (a database parameter, a throwaway
-// database cluster) are recorded with Record under a kind whose undo
-// function a package registered with RegisterKind; Restore and Recover call
-// it with the recorded data, newest change first.
+// Changes that are not written with Set are recorded with Record under a
+// kind whose undo the opener passes in (Kinds: internal/change builds the
+// set); Restore and Recover call it with the recorded data, newest change
+// first. A journal file is versioned ({"version":2,"changes":[...]}); a
+// bare array is version 1, which earlier releases wrote.
 package journal
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,7 +34,8 @@ type Change struct {
 	Path string `json:"path,omitempty"`
 	Old  string `json:"old,omitempty"`
 	New  string `json:"new,omitempty"`
-	// Kind names a registered undo function; empty for a kernel knob.
+	// Kind names an undo of the journal's Kinds; empty for a kernel knob
+	// written with Set.
 	Kind string          `json:"kind,omitempty"`
 	What string          `json:"what,omitempty"` // for people reading the journal
 	Data json.RawMessage `json:"data,omitempty"`
@@ -42,34 +45,25 @@ type Change struct {
 // Restore runs it again at the next Recover.
 type Undo func(data json.RawMessage) error
 
-var (
-	kindsMu sync.Mutex
-	kinds   = map[string]Undo{}
-)
+// Kinds maps each journal kind to its undo. They go in when a journal is
+// opened or recovered, so that 'recover' in a new process knows every kind
+// its opener knows, and nothing depends on which package's init ran.
+type Kinds map[string]Undo
 
-// RegisterKind makes kind's undo known to Restore and Recover. Packages
-// register in init, so that 'recover' in a new process knows every kind.
-func RegisterKind(kind string, undo Undo) {
-	kindsMu.Lock()
-	defer kindsMu.Unlock()
-	if _, dup := kinds[kind]; dup {
-		panic("journal: kind registered twice: " + kind)
-	}
-	kinds[kind] = undo
-}
+// Version is the journal format this code writes.
+const Version = 2
 
-func undoFor(kind string) (Undo, bool) {
-	kindsMu.Lock()
-	defer kindsMu.Unlock()
-	u, ok := kinds[kind]
-	return u, ok
+// file is a version 2 journal on disk.
+type file struct {
+	Version int      `json:"version"`
+	Changes []Change `json:"changes"`
 }
 
 // Record journals an action before the caller performs it: data is what
 // kind's undo needs. The journal is on disk (fsynced) when Record returns.
 func (j *Journal) Record(kind, what string, data any) error {
-	if _, ok := undoFor(kind); !ok {
-		return fmt.Errorf("journal: no undo registered for kind %q", kind)
+	if _, ok := j.kinds[kind]; !ok || kind == "" {
+		return fmt.Errorf("journal: no undo known for kind %q", kind)
 	}
 	b, err := json.Marshal(data)
 	if err != nil {
@@ -92,40 +86,71 @@ func (j *Journal) File() string { return j.file }
 type Journal struct {
 	mu      sync.Mutex
 	file    string
+	kinds   Kinds
 	changes []Change
 }
 
 // Open starts a journal at file, restoring first whatever an earlier,
-// interrupted run left there.
-func Open(file string) (*Journal, error) {
-	if err := Recover(file); err != nil {
+// interrupted run left there. kinds are the undos of what it may record.
+func Open(file string, kinds Kinds) (*Journal, error) {
+	if err := Recover(file, kinds); err != nil {
 		return nil, fmt.Errorf("journal %s: restoring an earlier run: %w", file, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return nil, err
 	}
-	return &Journal{file: file}, nil
+	return &Journal{file: file, kinds: kinds}, nil
 }
 
 // Recover restores the changes recorded in a leftover journal file and
 // removes it. A missing file is not an error.
-func Recover(file string) error {
-	b, err := os.ReadFile(file)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+func Recover(file string, kinds Kinds) error {
+	changes, err := Pending(file)
+	if err != nil || changes == nil {
 		return err
 	}
-	var changes []Change
-	if err := json.Unmarshal(b, &changes); err != nil {
-		return fmt.Errorf("unreadable journal (kept for inspection): %w", err)
-	}
-	j := &Journal{file: file, changes: changes}
+	j := &Journal{file: file, kinds: kinds, changes: changes}
 	return j.Restore()
 }
 
-// Set writes value to a kernel knob after journaling its current value.
+// Pending returns what a journal file still holds, oldest first (nil: no
+// file). It reads version 1 (a bare array) and 2, and refuses any other
+// version by name, leaving the file for the program that wrote it.
+func Pending(name string) ([]Change, error) {
+	b, err := os.ReadFile(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parse(b)
+}
+
+func parse(b []byte) ([]Change, error) {
+	changes := []Change{}
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' {
+		if err := json.Unmarshal(t, &changes); err != nil {
+			return nil, fmt.Errorf("unreadable journal (version 1, kept for inspection): %w", err)
+		}
+		return changes, nil
+	}
+	var f file
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("unreadable journal (kept for inspection): %w", err)
+	}
+	if f.Version != Version {
+		return nil, fmt.Errorf("journal version %d is not known to this dbhost, which reads versions 1 and %d (kept for the dbhost that wrote it)", f.Version, Version)
+	}
+	if f.Changes != nil {
+		changes = f.Changes
+	}
+	return changes, nil
+}
+
+// Set writes value to a kernel knob after journaling its current value
+// (kind "", which version 1 journals hold too). New code uses
+// change.Changer.Kernel, which reads back through the host.
 // For selector files (THP "always [madvise] never", I/O schedulers) the
 // active choice in brackets is what is saved.
 func (j *Journal) Set(path, value string) error {
@@ -158,7 +183,7 @@ func (j *Journal) Restore() error {
 	var failed []Change
 	for i := len(j.changes) - 1; i >= 0; i-- {
 		c := j.changes[i]
-		if err := undo(c); err != nil {
+		if err := j.undo(c); err != nil {
 			errs = append(errs, err)
 			failed = append([]Change{c}, failed...)
 		}
@@ -180,14 +205,14 @@ func (j *Journal) Restore() error {
 	return err
 }
 
-func undo(c Change) error {
+func (j *Journal) undo(c Change) error {
 	if c.Kind == "" {
 		if err := writeKnob(c.Path, c.Old); err != nil {
 			return fmt.Errorf("restore %s to %q: %w", c.Path, c.Old, err)
 		}
 		return nil
 	}
-	u, ok := undoFor(c.Kind)
+	u, ok := j.kinds[c.Kind]
 	if !ok {
 		return fmt.Errorf("undo %s (%s): kind %q unknown to this program", c.What, c.Kind, c.Kind)
 	}
@@ -205,7 +230,11 @@ func (j *Journal) Changes() []Change {
 }
 
 func (j *Journal) save() error {
-	b, err := json.MarshalIndent(j.changes, "", " ")
+	changes := j.changes
+	if changes == nil {
+		changes = []Change{}
+	}
+	b, err := json.MarshalIndent(file{Version: Version, Changes: changes}, "", " ")
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func TestCurrent(t *testing.T) {
 func TestSetRestore(t *testing.T) {
 	a := knob(t, "60\n")
 	b := knob(t, "always [madvise] never\n")
-	j, err := Open(filepath.Join(t.TempDir(), "j"))
+	j, err := Open(filepath.Join(t.TempDir(), "j"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestRecoverAfterCrash(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "j")
 	b, _ := json.Marshal([]Change{{Path: a, Old: "60", New: "1"}})
 	os.WriteFile(file, b, 0o600)
-	if _, err := Open(file); err != nil {
+	if _, err := Open(file, nil); err != nil {
 		t.Fatal(err)
 	}
 	if read(t, a) != "60" {
@@ -84,7 +84,7 @@ func TestRecoverAfterCrash(t *testing.T) {
 	}
 	// An unreadable journal is kept for a person and refused, not ignored.
 	os.WriteFile(file, []byte("{garbage"), 0o600)
-	if _, err := Open(file); err == nil || !strings.Contains(err.Error(), "unreadable journal") {
+	if _, err := Open(file, nil); err == nil || !strings.Contains(err.Error(), "unreadable journal") {
 		t.Errorf("garbage journal: %v", err)
 	}
 	if _, err := os.Stat(file); err != nil {

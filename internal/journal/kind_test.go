@@ -16,28 +16,28 @@ var undone []string
 // failing makes the "flaky" kind fail while set.
 var failing = true
 
-func init() {
-	RegisterKind("test.note", func(data json.RawMessage) error {
+var testKinds = Kinds{
+	"test.note": func(data json.RawMessage) error {
 		var s string
 		if err := json.Unmarshal(data, &s); err != nil {
 			return err
 		}
 		undone = append(undone, s)
 		return nil
-	})
-	RegisterKind("test.flaky", func(json.RawMessage) error {
+	},
+	"test.flaky": func(json.RawMessage) error {
 		if failing {
 			return errors.New("server not reachable")
 		}
 		undone = append(undone, "flaky")
 		return nil
-	})
+	},
 }
 
 func TestRecordUndoneNewestFirst(t *testing.T) {
 	undone = nil
 	a := knob(t, "60\n")
-	j, err := Open(filepath.Join(t.TempDir(), "j"))
+	j, err := Open(filepath.Join(t.TempDir(), "j"), testKinds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestRecordUndoneNewestFirst(t *testing.T) {
 }
 
 func TestRecordUnknownKindRefused(t *testing.T) {
-	j, err := Open(filepath.Join(t.TempDir(), "j"))
+	j, err := Open(filepath.Join(t.TempDir(), "j"), testKinds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestFailedUndoKeptForRecover(t *testing.T) {
 	undone, failing = nil, true
 	defer func() { failing = true }()
 	file := filepath.Join(t.TempDir(), "j")
-	j, err := Open(file)
+	j, err := Open(file, testKinds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,13 +90,12 @@ func TestFailedUndoKeptForRecover(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "server not reachable") {
 		t.Fatalf("Restore: %v", err)
 	}
-	var left []Change
-	b, _ := os.ReadFile(file)
-	if err := json.Unmarshal(b, &left); err != nil || len(left) != 1 || left[0].Kind != "test.flaky" {
+	left, err := Pending(file)
+	if b, _ := os.ReadFile(file); err != nil || len(left) != 1 || left[0].Kind != "test.flaky" {
 		t.Fatalf("journal after a failed undo: %s (%v)", b, err)
 	}
 	failing = false
-	if err := Recover(file); err != nil {
+	if err := Recover(file, testKinds); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(undone, []string{"note", "flaky"}) {
@@ -110,7 +109,7 @@ func TestRecoverUnknownKindKeepsJournal(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "j")
 	b, _ := json.Marshal([]Change{{Kind: "other.program", What: "cluster /tmp/x", Data: json.RawMessage(`{}`)}})
 	os.WriteFile(file, b, 0o600)
-	err := Recover(file)
+	err := Recover(file, testKinds)
 	if err == nil || !strings.Contains(err.Error(), "unknown to this program") {
 		t.Fatalf("Recover: %v", err)
 	}

@@ -63,7 +63,7 @@ func loopDataDir(t *testing.T) (dataDir, dev string) {
 // Disk knobs go to every whole device under the data directory: the loop
 // device and the disk holding its backing file.
 func TestDiskKnobsLoop(t *testing.T) {
-	j := testdb.Journal(t)
+	j := hostChanger(t)
 	dataDir, loop := loopDataDir(t)
 	ctx := context.Background()
 	a := knob.NewApplier(liveHost(t), j, knob.Target{DataDir: dataDir})
@@ -140,7 +140,7 @@ func TestDiskKnobsLoop(t *testing.T) {
 // A data directory on a filesystem without a block device is refused
 // clearly, before anything changes.
 func TestDiskKnobsNoDevice(t *testing.T) {
-	j := testdb.Journal(t)
+	j := hostChanger(t)
 	dir := t.TempDir()
 	tmpfs := filepath.Join(dir, "tmpfs")
 	lower, upper, work, merged := filepath.Join(dir, "lower"), filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "merged")
@@ -164,7 +164,7 @@ func TestDiskKnobsNoDevice(t *testing.T) {
 			t.Errorf("%s fingerprint: %v, %v", c.fs, fp["disk.devices"], err)
 		}
 	}
-	if len(j.Changes()) != 0 {
-		t.Errorf("journaled: %v", j.Changes())
+	if len(j.Journal().Changes()) != 0 {
+		t.Errorf("journaled: %v", j.Journal().Changes())
 	}
 }

@@ -117,7 +117,7 @@ func (a *Applier) Fingerprint(ctx context.Context, names []string) (Fingerprint,
 }
 
 func (a *Applier) fingerprintPG(ctx context.Context, fp Fingerprint) error {
-	c, err := pgConnect(ctx, a.t.PG)
+	c, err := a.pgConnect(ctx)
 	if err != nil {
 		return fmt.Errorf("fingerprint: %w", err)
 	}

@@ -278,16 +278,27 @@ func (a *Applier) kernelOrder(items []*item) []*item {
 	return append(shrink, rest...)
 }
 
-// readBackKernel reads every file of an item and compares it with the
-// value wanted; the value returned is written as Current writes it.
-func (a *Applier) readBackKernel(it *item) (string, error) {
+// reread reads the kernel values of items again through the host.
+func (a *Applier) reread(items []*item) error {
+	for _, it := range items {
+		for i, f := range it.files {
+			content, err := a.h.ReadString(f)
+			if err != nil {
+				return fmt.Errorf("%s: reading back %s: %s", it.Name, f, host.Explain(err))
+			}
+			it.got[i] = journal.Current(content)
+		}
+	}
+	return nil
+}
+
+// kernelResult compares what every file of an item read back after the
+// write (change.Changer.Kernel reads it through the host) with the value
+// wanted; the value returned is written as Current writes it.
+func kernelResult(it *item) (string, error) {
 	var got []string
 	for i, f := range it.files {
-		content, err := a.h.ReadString(f)
-		if err != nil {
-			return "", fmt.Errorf("%s: reading back %s: %s", it.Name, f, host.Explain(err))
-		}
-		v, want := journal.Current(content), it.wants[i]
+		v, want := it.got[i], it.wants[i]
 		if !sameKernelValue(want, v) {
 			wn, _ := strconv.Atoi(want)
 			if gn, _ := strconv.Atoi(v); it.class == hugepages && gn > wn {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/knob"
@@ -24,7 +25,7 @@ const recoverEnv = "DBHOST_KNOB_TEST_RECOVER"
 
 func TestMain(m *testing.M) {
 	if file := os.Getenv(recoverEnv); file != "" {
-		if err := journal.Recover(file); err != nil {
+		if err := change.Recover(file, changeConfig()); err != nil {
 			fmt.Fprintln(os.Stderr, "recover:", err)
 			os.Exit(1)
 		}
@@ -75,7 +76,7 @@ const (
 
 // Kernel knobs are written, read back, and restored by the journal.
 func TestKernelKnobs(t *testing.T) {
-	j := testdb.Journal(t)
+	j := hostChanger(t)
 	ctx := context.Background()
 	files := []string{swappiness, thpEnabled, thpDefrag, huge2M}
 	before := map[string]string{}
@@ -142,7 +143,7 @@ func TestKernelKnobs(t *testing.T) {
 
 // Values the kernel does not offer are refused before anything changes.
 func TestKernelCheckRefuses(t *testing.T) {
-	j := testdb.Journal(t)
+	j := hostChanger(t)
 	a := knob.NewApplier(liveHost(t), j, knob.Target{})
 	// A pool far larger than memory, in the largest page size this kernel
 	// offers (a CPU without pdpe1gb has no 1G pages).
@@ -176,7 +177,7 @@ func TestKernelCheckRefuses(t *testing.T) {
 	if err := a.Check(context.Background(), []knob.Setting{{Name: "vm.swappiness", Value: " "}}); err == nil || !strings.Contains(err.Error(), "empty value") {
 		t.Errorf("empty value: %v", err)
 	}
-	if ch := j.Changes(); len(ch) != 0 {
+	if ch := j.Journal().Changes(); len(ch) != 0 {
 		t.Errorf("refused knobs were journaled: %v", ch)
 	}
 }
@@ -186,14 +187,14 @@ func TestKernelCheckRefuses(t *testing.T) {
 // CPU without 1 GB pages (no pdpe1gb) has no pool: the knob is refused
 // with that reason and nothing is journaled.
 func TestHugePages1G(t *testing.T) {
-	j := testdb.Journal(t)
+	j := hostChanger(t)
 	if _, err := os.Stat(huge1G); errors.Is(err, os.ErrNotExist) {
 		a := knob.NewApplier(liveHost(t), j, knob.Target{})
 		_, err := a.Apply(context.Background(), []knob.Setting{{Name: "hugepages.1G", Value: "2"}}, false)
 		if err == nil || !strings.Contains(err.Error(), "this kernel offers no 1G huge pages") {
 			t.Errorf("Apply(hugepages.1G=2) on a kernel without 1G pages: %v", err)
 		}
-		if ch := j.Changes(); len(ch) != 0 {
+		if ch := j.Journal().Changes(); len(ch) != 0 {
 			t.Errorf("a refused knob was journaled: %v", ch)
 		}
 		t.Log("this CPU has no 1 GB pages: checked the refusal")
@@ -227,7 +228,7 @@ func TestHugePages1G(t *testing.T) {
 func TestKernelRecoverNewProcess(t *testing.T) {
 	testdb.Journal(t) // host lock, root, and a safety net
 	file := filepath.Join(t.TempDir(), "experiment.journal")
-	j, err := journal.Open(file)
+	j, err := change.Open(file, changeConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

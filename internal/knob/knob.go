@@ -39,10 +39,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/journal"
-	"github.com/dbhost/dbhost/internal/workload"
 )
 
 // Setting is one knob assignment of an arm, as written by users.
@@ -280,10 +279,13 @@ func nextAssignment(s string) (name, value, rest string, err error) {
 
 // Target is what the knobs apply to.
 type Target struct {
-	Engine  engine.Engine    // "" when no database (kernel knobs only)
-	DataDir string           // the database's data directory (for disk.* and pg.*)
-	PG      *workload.Target // how to connect (superuser) when Engine is postgres
-	MySQL   *workload.Target
+	Engine  engine.Engine // "" when no database (kernel knobs only)
+	DataDir string        // the database's data directory (for disk.* and pg.*)
+	// PG or MySQL is how to connect (superuser) to the server of Engine.
+	// An endpoint Locate has not resolved is resolved on the first
+	// connection: knobs are set only on a server discovered on this host.
+	PG    *engine.Endpoint
+	MySQL *engine.Endpoint
 	// Restart restarts the database server and waits until it accepts
 	// connections; nil when dbhost may not restart it (then knobs that
 	// need a restart are refused before anything changes, with a clear
@@ -295,20 +297,49 @@ type Target struct {
 	RestartUser string
 }
 
-// Applier applies knobs to one host and target through one journal.
+// Applier applies knobs to one host and target through one change layer:
+// kernel and sysfs values are change kinds (change.Changer.Kernel), the
+// database's configuration is journaled in the changer's journal with the
+// kinds of Kinds.
 type Applier struct {
 	h *host.Host
-	j *journal.Journal
+	c *change.Changer
 	t Target
 
 	mu   sync.Mutex
 	devs *dataDevices // the devices under DataDir, found once
+	ep   *engine.Endpoint
+}
+
+// endpoint is the target's connection for engine e, located once.
+func (a *Applier) endpoint(ctx context.Context, e engine.Engine) (engine.Endpoint, error) {
+	t, what := a.t.PG, "PostgreSQL"
+	if e == engine.MySQL {
+		t, what = a.t.MySQL, "MySQL/MariaDB"
+	}
+	if a.t.Engine != e || t == nil {
+		return engine.Endpoint{}, fmt.Errorf("the target is not a %s server", what)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ep != nil {
+		return *a.ep, nil
+	}
+	ep := *t
+	if !ep.Located() {
+		var err error
+		if ep, err = engine.Locate(ctx, a.h, ep); err != nil {
+			return ep, err
+		}
+	}
+	a.ep = &ep
+	return ep, nil
 }
 
 // NewApplier returns an Applier. Changes go through j; h must be the live
 // system to apply anything (Current and Fingerprint also read fixtures).
-func NewApplier(h *host.Host, j *journal.Journal, t Target) *Applier {
-	a := &Applier{h: h, j: j, t: t}
+func NewApplier(h *host.Host, c *change.Changer, t Target) *Applier {
+	a := &Applier{h: h, c: c, t: t}
 	if t.Restart != nil && t.DataDir != "" {
 		registerRestart(t.DataDir, t.Restart)
 	}
@@ -328,8 +359,9 @@ type item struct {
 	Setting
 	class class
 	// Kernel knobs: the files to write, the value each must read back,
-	// and (disk.*) the device of each.
+	// (disk.*) the device of each, and the value each read back.
 	files, wants, devs []string
+	got                []string
 	// Database knobs.
 	pg        *pgParam
 	mysql     *myVar
@@ -475,74 +507,97 @@ func (a *Applier) Apply(ctx context.Context, set []Setting, force bool) (Applied
 	if err != nil {
 		return res, err
 	}
-	var pgItems, myItems []*item
+	c := changes{kernel: a.kernelOrder(p.items), restart: p.restart || force}
 	for _, it := range p.items {
 		switch it.class {
 		case pg:
-			pgItems = append(pgItems, it)
+			c.pg = append(c.pg, it)
 		case mysql:
-			myItems = append(myItems, it)
+			c.mysql = append(c.mysql, it)
 		}
 	}
-	restart := p.restart || force
-	if len(pgItems) > 0 {
-		if err := a.applyPG(ctx, pgItems, restart); err != nil {
-			return res, err
+	if err := a.change(ctx, c, &res); err != nil {
+		return res, err
+	}
+	return res, a.readBack(ctx, c, res.Values)
+}
+
+// changes are a plan's items in the order Apply makes them.
+type changes struct {
+	kernel, pg, mysql []*item
+	restart           bool
+}
+
+// change makes the changes in Apply's order.
+func (a *Applier) change(ctx context.Context, c changes, res *Applied) error {
+	if len(c.pg) > 0 {
+		if err := a.applyPG(ctx, c.pg, c.restart); err != nil {
+			return err
 		}
 	}
-	if len(myItems) > 0 {
-		if err := a.applyMySQLFile(ctx, myItems); err != nil {
-			return res, err
+	if len(c.mysql) > 0 {
+		if err := a.applyMySQLFile(ctx, c.mysql); err != nil {
+			return err
 		}
 	}
-	kernel := a.kernelOrder(p.items)
-	for _, it := range kernel {
+	for _, it := range c.kernel {
+		it.got = make([]string, len(it.files))
 		for i, f := range it.files {
-			if err := a.j.Set(f, it.wants[i]); err != nil {
-				return res, fmt.Errorf("%s: writing %q to %s: %w", it.Name, it.wants[i], f, explainWrite(err))
+			got, err := a.c.Kernel(f, it.wants[i])
+			if err != nil {
+				return fmt.Errorf("%s: writing %q to %s: %w", it.Name, it.wants[i], f, explainWrite(err))
 			}
+			it.got[i] = got
 		}
 	}
-	if restart {
+	if c.restart {
 		if err := a.t.Restart(ctx); err != nil {
-			return res, fmt.Errorf("restarting the database server: %w", err)
+			return fmt.Errorf("restarting the database server: %w", err)
 		}
 		res.Restarted = true
-	}
-	if len(myItems) > 0 {
-		if err := a.applyMySQLGlobal(ctx, myItems); err != nil {
-			return res, err
+		// A server that let go of huge pages when it stopped (or took
+		// them when it started) moved the pools: read them again.
+		if err := a.reread(c.kernel); err != nil {
+			return err
 		}
 	}
-	if len(pgItems) > 0 && !restart {
-		if err := a.reloadPG(ctx); err != nil {
-			return res, err
+	if len(c.mysql) > 0 {
+		if err := a.applyMySQLGlobal(ctx, c.mysql); err != nil {
+			return err
 		}
 	}
+	if len(c.pg) > 0 && !c.restart {
+		return a.reloadPG(ctx)
+	}
+	return nil
+}
+
+// readBack reads every changed knob back into values; what differs from
+// the value asked for is an error.
+func (a *Applier) readBack(ctx context.Context, c changes, values map[string]string) error {
 	var errs []error
-	for _, it := range kernel {
-		v, err := a.readBackKernel(it)
+	for _, it := range c.kernel {
+		v, err := kernelResult(it)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		res.Values[it.Name] = v
+		values[it.Name] = v
 	}
-	if len(pgItems) > 0 {
-		vals, err := a.readBackPG(ctx, pgItems)
+	for _, db := range []struct {
+		items []*item
+		read  func(context.Context, []*item) (map[string]string, error)
+	}{{c.pg, a.readBackPG}, {c.mysql, a.readBackMySQL}} {
+		if len(db.items) == 0 {
+			continue
+		}
+		vals, err := db.read(ctx, db.items)
 		errs = append(errs, err)
 		for k, v := range vals {
-			res.Values[k] = v
+			values[k] = v
 		}
 	}
-	if len(myItems) > 0 {
-		vals, err := a.readBackMySQL(ctx, myItems)
-		errs = append(errs, err)
-		for k, v := range vals {
-			res.Values[k] = v
-		}
-	}
-	return res, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // sortedKeys returns a map's keys in order.

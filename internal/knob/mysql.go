@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -20,8 +21,6 @@ import (
 	"github.com/dbhost/dbhost/internal/engine"
 	enginemysql "github.com/dbhost/dbhost/internal/engine/mysql"
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/journal"
-	"github.com/dbhost/dbhost/internal/workload"
 )
 
 // Journal kinds of MySQL/MariaDB changes.
@@ -39,11 +38,6 @@ const (
 const OptionFileName = "zz-dbhost-experiment.cnf"
 
 const myTimeout = 10 * time.Second
-
-func init() {
-	journal.RegisterKind(KindMySQLGlobal, undoMySQLGlobal)
-	journal.RegisterKind(KindMySQLOptionFile, undoMySQLOptionFile)
-}
 
 // myVar is one MySQL/MariaDB variable as the server describes it.
 type myVar struct {
@@ -67,29 +61,25 @@ type myServer struct {
 
 func (s myServer) key() string { return s.addr + "|" + s.user }
 
-// myConfig builds the driver configuration for a target: every read and
-// write bounded, arguments interpolated client-side.
-func myConfig(t *workload.Target) *gomysql.Config {
-	cfg := enginemysql.EndpointConfig(*t, "", myTimeout)
-	cfg.ReadTimeout, cfg.WriteTimeout = myTimeout, myTimeout
-	cfg.InterpolateParams = true
-	return cfg
-}
-
-// myConnect opens the target and reads where its data lives.
+// myConnect opens the target's located server and reads where its data
+// lives.
 func (a *Applier) myConnect(ctx context.Context) (*sql.DB, myServer, error) {
-	if a.t.Engine != engine.MySQL || a.t.MySQL == nil {
-		return nil, myServer{}, errors.New("the target is not a MySQL/MariaDB server")
+	t, err := a.endpoint(ctx, engine.MySQL)
+	if err != nil {
+		return nil, myServer{}, err
 	}
-	cfg := myConfig(a.t.MySQL)
-	db, err := enginemysql.OpenConfig(cfg)
+	cfg, err := enginemysql.EndpointConfig(t, "", myTimeout)
+	if err != nil {
+		return nil, myServer{}, err
+	}
+	db, err := enginemysql.OpenEndpoint(t, "", myTimeout)
 	if err != nil {
 		return nil, myServer{}, err
 	}
 	s := myServer{net: cfg.Net, addr: cfg.Addr, user: cfg.User}
 	if err := db.QueryRowContext(ctx, "SELECT @@datadir, @@pid_file").Scan(&s.dataDir, &s.pidFile); err != nil {
 		db.Close()
-		return nil, s, fmt.Errorf("connect to %s: %w", a.t.MySQL, err)
+		return nil, s, fmt.Errorf("connect to %s: %w", t, err)
 	}
 	s.dataDir = filepath.Clean(s.dataDir)
 	if s.pidFile != "" && !filepath.IsAbs(s.pidFile) {
@@ -99,7 +89,7 @@ func (a *Applier) myConnect(ctx context.Context) (*sql.DB, myServer, error) {
 		db.Close()
 		return nil, s, fmt.Errorf("the connection reaches the server of %s, not of %s", s.dataDir, a.t.DataDir)
 	}
-	registerPassword(s.key(), a.t.MySQL.Password)
+	registerPassword(s.key(), t.Password)
 	return db, s, nil
 }
 
@@ -350,7 +340,7 @@ func (a *Applier) applyMySQLGlobal(ctx context.Context, items []*item) error {
 		}
 		data := mysqlGlobal{Net: srv.net, Addr: srv.addr, User: srv.user, DataDir: srv.dataDir,
 			Variable: v.name, Old: old.String, Type: v.vtype, Started: started}
-		if err := a.j.Record(KindMySQLGlobal, fmt.Sprintf("MySQL %s: SET GLOBAL %s", srv.dataDir, v.name), data); err != nil {
+		if err := a.c.Journal().Record(KindMySQLGlobal, fmt.Sprintf("MySQL %s: SET GLOBAL %s", srv.dataDir, v.name), data); err != nil {
 			return fmt.Errorf("%s: journaling: %w", it.Name, err)
 		}
 		if _, err := conn.ExecContext(ctx, "SET GLOBAL "+myIdent(v.name)+" = ?", v.arg); err != nil {
@@ -473,25 +463,21 @@ func recoveryLogins(h *host.Host, key, recorded string) []*gomysql.Config {
 }
 
 // recoveryConnect logs in to a server for an undo and checks it is the
-// one of dataDir. gone is true when no server answers there (then a SET
-// GLOBAL has been lost with it and there is nothing to undo).
+// one of dataDir. gone is true when no such server answers there (then a
+// SET GLOBAL has been lost with it and there is nothing to undo).
 func recoveryConnect(ctx context.Context, netw, addr, usr, dataDir string) (db *sql.DB, gone bool, err error) {
 	h, err := host.Open("/")
 	if err != nil {
 		return nil, false, err
 	}
-	if netw == "unix" {
-		if _, err := os.Stat(addr); errors.Is(err, os.ErrNotExist) {
-			return nil, true, nil
-		}
+	ep, gone, err := recoveryEndpoint(ctx, h, netw, addr, dataDir)
+	if gone || err != nil {
+		return nil, gone, err
 	}
 	var errs []string
 	for _, c := range recoveryLogins(h, addr+"|"+usr, usr) {
-		c.Net, c.Addr = netw, addr
-		c.Timeout, c.ReadTimeout, c.WriteTimeout = myTimeout, myTimeout, myTimeout
-		c.InterpolateParams = true
-		c.Logger = &gomysql.NopLogger{}
-		db, err := enginemysql.OpenConfig(c)
+		ep.User, ep.Password = c.User, c.Passwd
+		db, err := enginemysql.OpenEndpoint(ep, "", myTimeout)
 		if err != nil {
 			return nil, false, err
 		}
@@ -515,6 +501,36 @@ func recoveryConnect(ctx context.Context, netw, addr, usr, dataDir string) (db *
 		errs = append(errs, fmt.Sprintf("as %s (%s): %v", c.User, how, err))
 	}
 	return nil, false, errors.New(strings.Join(errs, "; "))
+}
+
+// recoveryEndpoint locates the server at a journaled address: the one
+// discovered on this host that listens there (engine.Locate), which must
+// be the server of dataDir. No login goes to another process: a server
+// that is down, or another process at its address, is gone.
+func recoveryEndpoint(ctx context.Context, h *host.Host, netw, addr, dataDir string) (ep engine.Endpoint, gone bool, err error) {
+	ep = engine.Endpoint{Engine: engine.MySQL, Host: addr}
+	if netw != "unix" {
+		hostName, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return ep, false, fmt.Errorf("journal entry names address %q: %w", addr, err)
+		}
+		ep.Host = hostName
+		ep.Port, _ = strconv.Atoi(port)
+	} else if _, err := os.Stat(addr); errors.Is(err, os.ErrNotExist) {
+		return ep, true, nil
+	}
+	ep, err = engine.Locate(ctx, h, ep)
+	var wrong *engine.WrongServerError
+	switch {
+	case errors.As(err, &wrong), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
+		return ep, true, nil
+	case err != nil:
+		return ep, false, err
+	}
+	if in := ep.Instance(); dataDir != "" && in.DataDir != "" && !samePath(filepath.Clean(in.DataDir), dataDir) {
+		return ep, true, nil // another server now answers there
+	}
+	return ep, false, nil
 }
 
 // checkRecoveryLogin makes sure a later `recover` could log in without the

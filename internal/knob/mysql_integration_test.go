@@ -13,12 +13,11 @@ import (
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/knob"
 	"github.com/dbhost/dbhost/internal/testdb"
-	"github.com/dbhost/dbhost/internal/workload"
 )
 
 func myTarget(s *testdb.Server) knob.Target {
 	return knob.Target{Engine: engine.MySQL, DataDir: s.DataDir,
-		MySQL: &workload.Target{Engine: engine.MySQL, Host: s.Socket, User: "root"}}
+		MySQL: &engine.Endpoint{Engine: engine.MySQL, Host: s.Socket, User: "root"}}
 }
 
 // global reads a global variable on a new connection (root by socket
@@ -45,7 +44,7 @@ func global(t *testing.T, s *testdb.Server, name string) string {
 func TestMySQLGlobal(t *testing.T) {
 	integration(t)
 	s := testdb.MariaDB(t, testdb.Options{})
-	j, file := tempJournal(t)
+	j, file := tempChanger(t)
 	ctx := context.Background()
 	names := []string{"max_connections", "innodb_io_capacity", "long_query_time", "innodb_flush_log_at_trx_commit"}
 	before := map[string]string{}
@@ -87,7 +86,7 @@ func TestMySQLGlobal(t *testing.T) {
 func TestMySQLRefused(t *testing.T) {
 	integration(t)
 	s := testdb.MariaDB(t, testdb.Options{})
-	j, _ := tempJournal(t)
+	j, _ := tempChanger(t)
 	ctx := context.Background()
 	tg := myTarget(s)
 	for _, c := range []struct {
@@ -115,8 +114,8 @@ func TestMySQLRefused(t *testing.T) {
 			t.Errorf("Check(%s) = %v, want %q", c.set, err, c.err)
 		}
 	}
-	if len(j.Changes()) != 0 {
-		t.Errorf("journaled: %v", j.Changes())
+	if len(j.Journal().Changes()) != 0 {
+		t.Errorf("journaled: %v", j.Journal().Changes())
 	}
 }
 
@@ -139,7 +138,7 @@ func TestMySQLOptionFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := testdb.MariaDB(t, testdb.Options{DefaultsFile: defaults})
-	j, _ := tempJournal(t)
+	j, _ := tempChanger(t)
 	ctx := context.Background()
 	before := global(t, s, "innodb_log_buffer_size")
 	tg := myTarget(s)
@@ -182,7 +181,7 @@ func TestMySQLOptionFile(t *testing.T) {
 func TestMySQLClamped(t *testing.T) {
 	integration(t)
 	s := testdb.MariaDB(t, testdb.Options{})
-	j, _ := tempJournal(t)
+	j, _ := tempChanger(t)
 	before := global(t, s, "innodb_buffer_pool_size")
 	a := knob.NewApplier(liveHost(t), j, myTarget(s))
 	// Above the minimum SYSTEM_VARIABLES states (2M), below the one

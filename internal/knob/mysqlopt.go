@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -41,7 +40,7 @@ func (a *Applier) myOptionFile(ctx context.Context, srv myServer, static []*item
 	if a.t.Restart == nil {
 		return "", fmt.Errorf("%s, and this server may not be restarted", what)
 	}
-	pid := serverProcess(a.h, readPIDFile(srv.pidFile), srv.dataDir, mysqlServerComms...)
+	pid := serverProcess(a.h, readPIDFile(a.h, srv.pidFile), srv.dataDir, mysqlServerComms...)
 	if pid == 0 {
 		return "", fmt.Errorf("%s, and no server process of %s was found here (pid file %s)", what, srv.dataDir, srv.pidFile)
 	}
@@ -118,7 +117,7 @@ func (a *Applier) applyMySQLFile(ctx context.Context, items []*item) error {
 	}
 	data := mysqlOptionFile{DataDir: srv.dataDir, PIDFile: srv.pidFile, File: fs,
 		RestartArgv: a.t.RestartArgv, RestartUser: a.t.RestartUser}
-	if err := a.j.Record(KindMySQLOptionFile, "MySQL "+srv.dataDir+": "+path, data); err != nil {
+	if err := a.c.Journal().Record(KindMySQLOptionFile, "MySQL "+srv.dataDir+": "+path, data); err != nil {
 		return fmt.Errorf("journaling %s: %w", path, err)
 	}
 	var b strings.Builder
@@ -143,30 +142,7 @@ func undoMySQLOptionFile(raw json.RawMessage) error {
 	if filepath.Base(d.File.Path) != OptionFileName || !filepath.IsAbs(d.File.Path) {
 		return fmt.Errorf("journal entry names %q: not dbhost's option file", d.File.Path)
 	}
-	if _, err := d.File.restore(); err != nil {
-		return fmt.Errorf("restoring %s: %w", d.File.Path, err)
-	}
-	h, err := host.Open("/")
-	if err != nil {
-		return err
-	}
-	pid := serverProcess(h, readPIDFile(d.PIDFile), d.DataDir, mysqlServerComms...)
-	if pid == 0 {
-		return nil // not running: it reads the restored files when it starts
-	}
-	changedAt := d.File.Path
-	if !d.File.Exists {
-		changedAt = filepath.Dir(d.File.Path) // removing a file touches its directory
-	}
-	st, err := os.Stat(changedAt)
-	if err != nil {
-		return err
-	}
-	if startedAfter(h, pid, st.ModTime()) {
-		return nil
-	}
-	if err := restartServer(d.DataDir, d.RestartArgv, d.RestartUser); err != nil {
-		return fmt.Errorf("%s restored, but the server must restart to use it again: %w", d.File.Path, err)
-	}
-	return nil
+	srv := serverFiles{dataDir: d.DataDir, pidFile: d.PIDFile, comms: mysqlServerComms,
+		restartArgv: d.RestartArgv, restartUser: d.RestartUser}
+	return srv.restore(d.File, true)
 }

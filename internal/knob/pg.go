@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,8 +15,6 @@ import (
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/engine/postgres"
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/journal"
-	"github.com/dbhost/dbhost/internal/workload"
 )
 
 // KindPGAutoconf is the journal kind of a PostgreSQL parameter change: the
@@ -31,7 +28,7 @@ const (
 	pgReloadWait = 15 * time.Second
 )
 
-func init() { journal.RegisterKind(KindPGAutoconf, undoPGAutoconf) }
+var pgServerComms = []string{"postgres", "postmaster"}
 
 // pgAutoconf is the journal data of KindPGAutoconf: all an undo needs, in
 // a new process, without a connection.
@@ -48,28 +45,18 @@ type pgAutoconf struct {
 	RestartUser string   `json:"restart_user,omitempty"`
 }
 
-// pgConnect opens a new connection to the target as given (superuser).
-func pgConnect(ctx context.Context, t *workload.Target) (*pgx.Conn, error) {
+// pgConnect opens a new session on the target's located server, as the
+// target's user (a superuser).
+func (a *Applier) pgConnect(ctx context.Context) (*pgx.Conn, error) {
+	t, err := a.endpoint(ctx, engine.Postgres)
+	if err != nil {
+		return nil, err
+	}
 	db := t.DB
 	if db == "" {
 		db = "postgres"
 	}
-	cfg, err := postgres.ConnConfig(*t, db, pgConnectTimeout)
-	if err != nil {
-		return nil, err
-	}
-	c, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", t, err)
-	}
-	return c, nil
-}
-
-func (a *Applier) pgTarget() (*workload.Target, error) {
-	if a.t.Engine != engine.Postgres || a.t.PG == nil {
-		return nil, errors.New("the target is not a PostgreSQL server")
-	}
-	return a.t.PG, nil
+	return postgres.ConnectEndpoint(ctx, t, db, pgConnectTimeout)
 }
 
 // pgDataDir checks that the connection reaches the server of the target's
@@ -102,13 +89,9 @@ func samePath(a, b string) bool {
 // planPG looks every parameter up in pg_settings and checks its value;
 // restart says one of them changes a parameter read only at start.
 func (a *Applier) planPG(ctx context.Context, items []*item) (restart bool, err error) {
-	t, err := a.pgTarget()
+	c, err := a.pgConnect(ctx)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", items[0].Name, err)
-	}
-	c, err := pgConnect(ctx, t)
-	if err != nil {
-		return false, err
 	}
 	defer c.Close(context.Background())
 	if _, err := a.pgDataDir(ctx, c); err != nil {
@@ -190,8 +173,7 @@ func checkAutoconf(content string) error {
 // applyPG journals postgresql.auto.conf, then runs ALTER SYSTEM for every
 // parameter.
 func (a *Applier) applyPG(ctx context.Context, items []*item, restart bool) error {
-	t, _ := a.pgTarget()
-	c, err := pgConnect(ctx, t)
+	c, err := a.pgConnect(ctx)
 	if err != nil {
 		return err
 	}
@@ -209,7 +191,7 @@ func (a *Applier) applyPG(ctx context.Context, items []*item, restart bool) erro
 	}
 	h := a.h
 	data := pgAutoconf{DataDir: dir, File: fs, RestartArgv: a.t.RestartArgv, RestartUser: a.t.RestartUser,
-		PostmasterPID: serverProcess(h, readPIDFile(filepath.Join(dir, "postmaster.pid")), dir, "postgres", "postmaster")}
+		PostmasterPID: serverProcess(h, readPIDFile(h, filepath.Join(dir, "postmaster.pid")), dir, pgServerComms...)}
 	names := make([]string, len(items))
 	for i, it := range items {
 		names[i] = it.Name
@@ -217,7 +199,7 @@ func (a *Applier) applyPG(ctx context.Context, items []*item, restart bool) erro
 			data.Restart = true
 		}
 	}
-	if err := a.j.Record(KindPGAutoconf, "PostgreSQL "+dir+": "+strings.Join(names, ", "), data); err != nil {
+	if err := a.c.Journal().Record(KindPGAutoconf, "PostgreSQL "+dir+": "+strings.Join(names, ", "), data); err != nil {
 		return fmt.Errorf("journaling postgresql.auto.conf: %w", err)
 	}
 	for _, it := range items {
@@ -231,8 +213,7 @@ func (a *Applier) applyPG(ctx context.Context, items []*item, restart bool) erro
 }
 
 func (a *Applier) reloadPG(ctx context.Context) error {
-	t, _ := a.pgTarget()
-	c, err := pgConnect(ctx, t)
+	c, err := a.pgConnect(ctx)
 	if err != nil {
 		return err
 	}
@@ -248,11 +229,10 @@ func (a *Applier) reloadPG(ctx context.Context) error {
 // value asked for: a reload reaches new sessions shortly after
 // pg_reload_conf returns. A pending restart fails at once.
 func (a *Applier) readBackPG(ctx context.Context, items []*item) (map[string]string, error) {
-	t, _ := a.pgTarget()
 	out := map[string]string{}
 	deadline := time.Now().Add(pgReloadWait)
 	for {
-		left, err := a.readBackPGOnce(ctx, t, items, out)
+		left, err := a.readBackPGOnce(ctx, items, out)
 		if err != nil || len(left) == 0 {
 			return out, err
 		}
@@ -282,8 +262,8 @@ func reloadOrRestart(it *item) string {
 
 // readBackPGOnce reads the parameters on one new connection and returns
 // the ones that do not show the wanted value yet.
-func (a *Applier) readBackPGOnce(ctx context.Context, t *workload.Target, items []*item, out map[string]string) (left []*item, err error) {
-	c, err := pgConnect(ctx, t)
+func (a *Applier) readBackPGOnce(ctx context.Context, items []*item, out map[string]string) (left []*item, err error) {
+	c, err := a.pgConnect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -338,13 +318,9 @@ func fileError(ctx context.Context, c *pgx.Conn, name string) string {
 
 // currentPG reads parameters as SHOW displays them.
 func (a *Applier) currentPG(ctx context.Context, names []string) (map[string]string, error) {
-	t, err := a.pgTarget()
+	c, err := a.pgConnect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", names[0], err)
-	}
-	c, err := pgConnect(ctx, t)
-	if err != nil {
-		return nil, err
 	}
 	defer c.Close(context.Background())
 	out := map[string]string{}
@@ -380,32 +356,7 @@ func undoPGAutoconf(raw json.RawMessage) error {
 	if _, err := os.Stat(d.DataDir); errors.Is(err, os.ErrNotExist) {
 		return nil // the cluster is gone: nothing to restore
 	}
-	if _, err := d.File.restore(); err != nil {
-		return fmt.Errorf("restoring %s: %w", d.File.Path, err)
-	}
-	h, err := host.Open("/")
-	if err != nil {
-		return err
-	}
-	pid := serverProcess(h, readPIDFile(filepath.Join(d.DataDir, "postmaster.pid")), d.DataDir, "postgres", "postmaster")
-	if pid == 0 {
-		return nil
-	}
-	if d.Restart {
-		st, err := os.Stat(d.File.Path)
-		if err != nil {
-			return err
-		}
-		if startedAfter(h, pid, st.ModTime()) {
-			return nil
-		}
-		if err := restartServer(d.DataDir, d.RestartArgv, d.RestartUser); err != nil {
-			return fmt.Errorf("%s restored, but the server must restart to use it again: %w", d.File.Path, err)
-		}
-		return nil
-	}
-	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("reloading the server (pid %d): %w", pid, err)
-	}
-	return nil
+	srv := serverFiles{dataDir: d.DataDir, pidFile: filepath.Join(d.DataDir, "postmaster.pid"), comms: pgServerComms,
+		restartArgv: d.RestartArgv, restartUser: d.RestartUser}
+	return srv.restore(d.File, d.Restart)
 }

@@ -15,10 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/dbhost/dbhost/internal/engine"
-	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/knob"
 	"github.com/dbhost/dbhost/internal/testdb"
-	"github.com/dbhost/dbhost/internal/workload"
 )
 
 func integration(t *testing.T) {
@@ -28,26 +26,9 @@ func integration(t *testing.T) {
 	}
 }
 
-// tempJournal is a journal in the test's directory: database knobs of a
-// private server need no host lock.
-func tempJournal(t *testing.T) (*journal.Journal, string) {
-	t.Helper()
-	file := filepath.Join(t.TempDir(), "experiment.journal")
-	j, err := journal.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := j.Restore(); err != nil {
-			t.Errorf("restore: %v", err)
-		}
-	})
-	return j, file
-}
-
 func pgTarget(s *testdb.Server) knob.Target {
 	return knob.Target{Engine: engine.Postgres, DataDir: s.DataDir,
-		PG: &workload.Target{Engine: engine.Postgres, Host: s.Socket, Port: s.Port, User: "postgres", DB: "postgres"}}
+		PG: &engine.Endpoint{Engine: engine.Postgres, Host: s.Socket, Port: s.Port, User: "postgres", DB: "postgres"}}
 }
 
 // show reads a parameter on a new connection.
@@ -96,7 +77,7 @@ func autoconf(t *testing.T, s *testdb.Server) string {
 func TestPGReload(t *testing.T) {
 	integration(t)
 	s := testdb.Postgres(t, testdb.Options{})
-	j, _ := tempJournal(t)
+	j, _ := tempChanger(t)
 	ctx := context.Background()
 	before := autoconf(t, s)
 	wm, rpc := show(t, s, "work_mem"), show(t, s, "random_page_cost")
@@ -144,7 +125,7 @@ func TestPGReload(t *testing.T) {
 func TestPGRestartParam(t *testing.T) {
 	integration(t)
 	s := testdb.Postgres(t, testdb.Options{})
-	j, _ := tempJournal(t)
+	j, _ := tempChanger(t)
 	ctx := context.Background()
 	set := []knob.Setting{{Name: "pg.max_locks_per_transaction", Value: "128"}, {Name: "pg.work_mem", Value: "16MB"}}
 
@@ -153,8 +134,8 @@ func TestPGRestartParam(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "pg.max_locks_per_transaction: takes effect only after a server restart, and this server may not be restarted") {
 		t.Errorf("Check without a restart: %v", err)
 	}
-	if _, err := knob.NewApplier(liveHost(t), j, tg).Apply(ctx, set, false); err == nil || len(j.Changes()) != 0 {
-		t.Fatalf("Apply without a restart: %v, journal %v", err, j.Changes())
+	if _, err := knob.NewApplier(liveHost(t), j, tg).Apply(ctx, set, false); err == nil || len(j.Journal().Changes()) != 0 {
+		t.Fatalf("Apply without a restart: %v, journal %v", err, j.Journal().Changes())
 	}
 
 	tg.Restart = s.Restart
@@ -198,7 +179,7 @@ func TestPGRestartParam(t *testing.T) {
 func TestPGRefused(t *testing.T) {
 	integration(t)
 	s := testdb.Postgres(t, testdb.Options{})
-	j, _ := tempJournal(t)
+	j, _ := tempChanger(t)
 	ctx := context.Background()
 	tg := pgTarget(s)
 	tg.Restart = s.Restart
@@ -219,8 +200,8 @@ func TestPGRefused(t *testing.T) {
 			t.Errorf("Check(%s) = %v, want %q", c.set, err, c.err)
 		}
 	}
-	if len(j.Changes()) != 0 {
-		t.Fatalf("journaled: %v", j.Changes())
+	if len(j.Journal().Changes()) != 0 {
+		t.Fatalf("journaled: %v", j.Journal().Changes())
 	}
 	before := autoconf(t, s)
 	// A value only the server can judge: the time zone database.
@@ -240,7 +221,7 @@ func TestPGRefused(t *testing.T) {
 func TestPGAutoconfWithPassword(t *testing.T) {
 	integration(t)
 	s := testdb.Postgres(t, testdb.Options{})
-	j, file := tempJournal(t)
+	j, file := tempChanger(t)
 	ctx := context.Background()
 	conf := filepath.Join(s.DataDir, "postgresql.auto.conf")
 	b, _ := os.ReadFile(conf)
@@ -278,7 +259,7 @@ func TestPGRecoverNewProcess(t *testing.T) {
 		asPostgres(t, cmd)
 		cmd.Run()
 	})
-	j, file := tempJournal(t)
+	j, file := tempChanger(t)
 	ctx := context.Background()
 	before := autoconf(t, s)
 	tg := pgTarget(s)
@@ -349,7 +330,7 @@ func asPostgres(t *testing.T, cmd *exec.Cmd) {
 // that gives it back.
 func TestPGHugePages(t *testing.T) {
 	integration(t)
-	j := testdb.Journal(t)
+	j := hostChanger(t)
 	s := testdb.Postgres(t, testdb.Options{})
 	ctx := context.Background()
 	tg := pgTarget(s)

@@ -183,9 +183,59 @@ const userHZ = 100
 
 const startMargin = 50 * time.Millisecond
 
+// serverFiles is what an undo knows of the server whose configuration
+// file it puts back: where it runs and how a new process restarts it.
+type serverFiles struct {
+	dataDir, pidFile string
+	comms            []string // the server's command names
+	restartArgv      []string
+	restartUser      string
+}
+
+// restore puts a configuration file of the server back and, when the
+// server runs, makes it read the file again: with a restart when the
+// change needed one — unless the server has been started since the file
+// was restored — else with a SIGHUP. A server that is not running needs
+// neither: it reads the file when it starts. It is the one restart of the
+// undo kinds.
+func (s serverFiles) restore(f fileState, restart bool) error {
+	if _, err := f.restore(); err != nil {
+		return fmt.Errorf("restoring %s: %w", f.Path, err)
+	}
+	h, err := host.Open("/")
+	if err != nil {
+		return err
+	}
+	pid := serverProcess(h, readPIDFile(h, s.pidFile), s.dataDir, s.comms...)
+	if pid == 0 {
+		return nil
+	}
+	if !restart {
+		if err := syscall.Kill(pid, syscall.SIGHUP); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("reloading the server (pid %d): %w", pid, err)
+		}
+		return nil
+	}
+	changedAt := f.Path
+	if !f.Exists {
+		changedAt = filepath.Dir(f.Path) // removing a file touches its directory
+	}
+	st, err := os.Stat(changedAt)
+	if err != nil {
+		return err
+	}
+	if startedAfter(h, pid, st.ModTime()) {
+		return nil
+	}
+	if err := restartServer(s.dataDir, s.restartArgv, s.restartUser); err != nil {
+		return fmt.Errorf("%s restored, but the server must restart to use it again: %w", f.Path, err)
+	}
+	return nil
+}
+
 // readPIDFile reads the first line of a PID file.
-func readPIDFile(p string) int {
-	b, err := os.ReadFile(p)
+func readPIDFile(h *host.Host, p string) int {
+	b, err := h.ReadFile(p)
 	if err != nil {
 		return 0
 	}

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 
 func crashChild(file string) int {
 	ctx := context.Background()
-	j, err := journal.Open(file)
+	j, err := journal.Open(file, Kinds())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -70,7 +70,7 @@ func integration(t testing.TB) {
 func testJournal(t testing.TB) (*journal.Journal, string) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "experiment.journal")
-	j, err := journal.Open(file)
+	j, err := journal.Open(file, Kinds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestCrashRecovery(t *testing.T) {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
-		if err := journal.Recover(file); err != nil {
+		if err := journal.Recover(file, Kinds()); err != nil {
 			t.Errorf("cleanup recover: %v", err)
 		}
 	})
@@ -336,7 +336,7 @@ func TestCrashRecovery(t *testing.T) {
 	mustExist(t, filepath.Join(dir, MarkerName))
 	mustExist(t, file)
 
-	if err := journal.Recover(file); err != nil {
+	if err := journal.Recover(file, Kinds()); err != nil {
 		t.Fatalf("recover: %v", err)
 	}
 	h, _ := host.Open("/")
@@ -353,7 +353,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Errorf("journal still exists after recover: %v", err)
 	}
 	// Recovering again is a no-op.
-	if err := journal.Recover(file); err != nil {
+	if err := journal.Recover(file, Kinds()); err != nil {
 		t.Errorf("second recover: %v", err)
 	}
 }

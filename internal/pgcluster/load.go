@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/workload"
 )
 
@@ -41,7 +43,15 @@ func (c *Cluster) Load(ctx context.Context, scale int) error {
 	spec := workload.Spec{Kind: workload.PGBench, Scale: scale, Bin: filepath.Join(c.Bin, "pgbench"),
 		Duration: time.Second, // not used by Prepare, but validated
 		WorkDir:  c.WorkDir}
-	if err := workload.Prepare(ctx, c.Target(), spec); err != nil {
+	h, err := host.Open("/")
+	if err != nil {
+		return err
+	}
+	t, err := engine.Locate(ctx, h, c.Target())
+	if err != nil {
+		return fmt.Errorf("pgcluster: load: %w", err)
+	}
+	if err := workload.Prepare(ctx, t, spec); err != nil {
 		return fmt.Errorf("pgcluster: load: %w", err)
 	}
 	return c.Checkpoint(ctx)

@@ -28,7 +28,12 @@ const MarkerName = ".dbhost-pgcluster"
 // directories without it.
 const dirPrefix = "dbhost-pgcluster-"
 
-func init() { journal.RegisterKind(Kind, undo) }
+// Kinds is the cluster's undo, for whoever opens or recovers a journal
+// that may hold one. The cluster keeps its own kind: its undo stops the
+// postmaster whatever started it and removes the directory only when it
+// holds the run's marker, which neither change's workdir nor its restart
+// kind expresses.
+func Kinds() journal.Kinds { return journal.Kinds{Kind: undo} }
 
 // Record is the journal entry of a cluster: everything its undo needs, in a
 // new process after a crash. It holds no password (the cluster has none).

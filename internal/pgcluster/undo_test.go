@@ -181,7 +181,7 @@ func TestUndoViaJournalIsCareful(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "experiment.journal")
-	j, err := journal.Open(file)
+	j, err := journal.Open(file, Kinds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestUndoViaJournalIsCareful(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(r.Dir, MarkerName), []byte(r.Token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := journal.Recover(file); err != nil {
+	if err := journal.Recover(file, Kinds()); err != nil {
 		t.Fatalf("recover: %v", err)
 	}
 	if _, err := os.Stat(r.Dir); !os.IsNotExist(err) {

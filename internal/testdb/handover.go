@@ -23,8 +23,9 @@ type HostJournal struct {
 
 // JournalHandover is Journal (skips under -short, needs root, takes the
 // host lock, restores every change when the test ends, on Ctrl-C and after
-// a hard kill) for a test that runs lock-taking dbhost commands.
-func JournalHandover(t testing.TB) *HostJournal {
+// a hard kill) for a test that runs lock-taking dbhost commands; kinds as
+// for Journal.
+func JournalHandover(t testing.TB, kinds ...journal.Kinds) *HostJournal {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: changes kernel settings")
@@ -42,7 +43,7 @@ func JournalHandover(t testing.TB) *HostJournal {
 			h.release = nil
 		}
 	})
-	j, err := journal.Open(journalFile(t.Name()))
+	j, err := journal.Open(journalFile(t.Name()), mergeKinds(kinds))
 	if err != nil {
 		t.Fatal(err)
 	}

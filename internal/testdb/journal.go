@@ -1,6 +1,7 @@
 package testdb
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,10 +22,13 @@ const journalDir = "/var/tmp"
 // run is killed hard — by the next run of the same test, which finds the
 // journal it left in journalDir.
 //
+// kinds are the undos of what the test records besides kernel values
+// written with Set (change.Kinds, a test's own).
+//
 // The restore runs as a cleanup, after the test function returns and
 // before the cleanups registered earlier; servers started after Journal
 // are stopped before it.
-func Journal(t testing.TB) *journal.Journal {
+func Journal(t testing.TB, kinds ...journal.Kinds) *journal.Journal {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: changes kernel settings")
@@ -35,7 +39,7 @@ func Journal(t testing.TB) *journal.Journal {
 		t.Fatal(err)
 	}
 	t.Cleanup(unlock) // registered first, so it runs last
-	j, err := journal.Open(journalFile(t.Name()))
+	j, err := journal.Open(journalFile(t.Name()), mergeKinds(kinds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,4 +62,12 @@ func journalFile(test string) string {
 		return r
 	}, test)
 	return filepath.Join(journalDir, "dbhost-test-"+name+".journal")
+}
+
+func mergeKinds(kinds []journal.Kinds) journal.Kinds {
+	all := journal.Kinds{}
+	for _, k := range kinds {
+		maps.Copy(all, k)
+	}
+	return all
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
 
@@ -30,12 +31,27 @@ func integration(t *testing.T, tools ...string) {
 	}
 }
 
-func pgTarget(srv *testdb.Server) Target {
-	return Target{Engine: engine.Postgres, Host: srv.Socket, Port: srv.Port, User: "postgres"}
+func pgTarget(t *testing.T, srv *testdb.Server) Target {
+	return located(t, Target{Engine: engine.Postgres, Host: srv.Socket, Port: srv.Port, User: "postgres"})
 }
 
-func myTarget(srv *testdb.Server) Target {
-	return Target{Engine: engine.MySQL, Host: srv.Socket, Port: srv.Port, User: "root"} // socket authentication
+func myTarget(t *testing.T, srv *testdb.Server) Target {
+	return located(t, Target{Engine: engine.MySQL, Host: srv.Socket, Port: srv.Port, User: "root"}) // socket authentication
+}
+
+// located resolves a target to the private server discovered behind it,
+// as the commands do before they connect.
+func located(t *testing.T, tg Target) Target {
+	t.Helper()
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, err = engine.Locate(context.Background(), h, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
 }
 
 func writeScript(t *testing.T, text string) string {
@@ -140,7 +156,7 @@ func TestIntegrationPostgres(t *testing.T) {
 	integration(t, "pgbench", "sysbench")
 	t.Parallel()
 	srv := testdb.Postgres(t, testdb.Options{})
-	tg := pgTarget(srv)
+	tg := pgTarget(t, srv)
 	ctx := context.Background()
 
 	t.Run("pgbench", func(t *testing.T) {
@@ -258,7 +274,7 @@ func TestIntegrationPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(200 * time.Millisecond)
-		tcp := Target{Engine: engine.Postgres, Host: "127.0.0.1", Port: srv.Port, User: "bench", Password: pw, DB: "dbhost_bench"}
+		tcp := located(t, Target{Engine: engine.Postgres, Host: "127.0.0.1", Port: srv.Port, User: "bench", Password: pw, DB: "dbhost_bench"})
 		for _, s := range []Spec{
 			{Kind: PGBench, SelectOnly: true, Clients: 2, Duration: time.Second},
 			{Kind: SQL, Script: kvScriptPG, Readers: 1, Duration: time.Second},
@@ -325,7 +341,7 @@ func TestIntegrationMariaDB(t *testing.T) {
 	integration(t, "sysbench")
 	t.Parallel()
 	srv := testdb.MariaDB(t, testdb.Options{})
-	tg := myTarget(srv)
+	tg := myTarget(t, srv)
 	ctx := context.Background()
 
 	t.Run("sysbench", func(t *testing.T) {
@@ -369,7 +385,7 @@ func TestIntegrationMariaDB(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		tcp := Target{Engine: engine.MySQL, Host: "127.0.0.1", Port: srv.Port, User: "bench", Password: pw}
+		tcp := located(t, Target{Engine: engine.MySQL, Host: "127.0.0.1", Port: srv.Port, User: "bench", Password: pw})
 		s := Spec{Kind: Sysbench, Script: "oltp_read_only", Clients: 2, Tables: 2, TableSize: 10000, Duration: time.Second}
 		r, err := Run(ctx, tcp, s)
 		if err != nil {
@@ -392,7 +408,7 @@ func TestIntegrationServerStopped(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		spec Spec
-		mk   func(*testdb.Server) Target
+		mk   func(*testing.T, *testdb.Server) Target
 		pg   bool
 		want []string // what the error may say, depending on the moment
 	}{
@@ -408,7 +424,7 @@ func TestIntegrationServerStopped(t *testing.T) {
 			} else {
 				srv = testdb.MariaDB(t, testdb.Options{})
 			}
-			tg := tc.mk(srv)
+			tg := tc.mk(t, srv)
 			s := tc.spec
 			s.Duration = 8 * time.Second
 			if err := Prepare(context.Background(), tg, s); err != nil {

@@ -52,19 +52,19 @@ func connect(ctx context.Context, t Target, db string) (session, error) {
 		}
 		return &mysqlSession{db: d, c: c, stmts: map[string]*sql.Stmt{}}, nil
 	}
-	cfg, err := postgres.ConnConfig(t, db, connectTimeout)
+	c, err := postgres.ConnectEndpoint(ctx, t, db, connectTimeout)
 	if err != nil {
 		return nil, err
-	}
-	c, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", t, err)
 	}
 	return &pgSession{c: c}, nil
 }
 
 func mysqlDB(t Target, db string) (*sql.DB, error) {
-	return mysql.OpenConfig(mysql.EndpointConfig(t, db, connectTimeout))
+	cfg, err := mysql.EndpointConfig(t, db, connectTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return mysql.OpenConfig(cfg)
 }
 
 // pgSession uses pgx directly: statements prepared under their own text

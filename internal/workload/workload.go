@@ -67,7 +67,8 @@ const (
 const DefaultDB = engine.DefaultDB
 
 // Target says where the database is and how to log in: PostgreSQL or MySQL
-// (MariaDB, Percona).
+// (MariaDB, Percona). It must have been located (engine.Locate): the
+// workload connects only to a server discovered on this host.
 type Target = engine.Endpoint
 
 // Spec describes one workload. Zero fields take the defaults in parentheses.
@@ -213,6 +214,9 @@ func Prepare(ctx context.Context, t Target, s Spec) error {
 	if err != nil {
 		return err
 	}
+	if err := t.Check(ctx, connectTimeout); err != nil {
+		return err
+	}
 	if err := ensureDatabase(ctx, t); err != nil {
 		return err
 	}
@@ -232,6 +236,11 @@ func Prepare(ctx context.Context, t Target, s Spec) error {
 func Run(ctx context.Context, t Target, s Spec) (*Result, error) {
 	s, err := s.normalize(t)
 	if err != nil {
+		return nil, err
+	}
+	// pgbench and sysbench connect by themselves: the server that listens
+	// where they go is checked just before they start.
+	if err := t.Check(ctx, connectTimeout); err != nil {
 		return nil, err
 	}
 	var r *Result

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/cli"
 	"github.com/dbhost/dbhost/internal/fixture/ttar"
 	"github.com/dbhost/dbhost/internal/host"
@@ -114,7 +115,7 @@ func record(s Scenario, outDir string) (err error) {
 		return err
 	}
 	defer unlock()
-	j, err := journal.Open(journalFile)
+	j, err := journal.Open(journalFile, change.Kinds(change.Config{}))
 	if err != nil {
 		return err
 	}

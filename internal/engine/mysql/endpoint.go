@@ -1,7 +1,9 @@
 package mysql
 
 import (
+	"context"
 	"database/sql"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -11,10 +13,14 @@ import (
 	"github.com/dbhost/dbhost/internal/engine"
 )
 
-// EndpointConfig is the driver configuration for an endpoint's database db
-// ("" none), dialling within timeout. The driver's logger is silenced: its
-// messages would reach the terminal unescaped.
-func EndpointConfig(ep engine.Endpoint, db string, timeout time.Duration) *mysql.Config {
+// EndpointConfig is the driver configuration for a located endpoint's
+// database db ("" none), dialling within timeout through the endpoint's
+// checked dial (engine.Endpoint.Dial). The driver's logger is silenced:
+// its messages would reach the terminal unescaped.
+func EndpointConfig(ep engine.Endpoint, db string, timeout time.Duration) (*mysql.Config, error) {
+	if !ep.Located() {
+		return nil, fmt.Errorf("%s: %w", ep, engine.ErrNotLocated)
+	}
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd, cfg.DBName = ep.User, ep.Password, db
 	if ep.Socket() {
@@ -27,8 +33,25 @@ func EndpointConfig(ep engine.Endpoint, db string, timeout time.Duration) *mysql
 		cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(h, strconv.Itoa(ep.PortOrDefault()))
 	}
 	cfg.Timeout = timeout
+	cfg.AllowCleartextPasswords = false
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return ep.Dial(ctx, network, addr, timeout)
+	}
 	cfg.Logger = &mysql.NopLogger{}
-	return cfg
+	return cfg, nil
+}
+
+// OpenEndpoint opens a handle of one connection on a located endpoint's
+// database db ("" none), every read and write bounded by timeout and
+// arguments interpolated client-side.
+func OpenEndpoint(ep engine.Endpoint, db string, timeout time.Duration) (*sql.DB, error) {
+	cfg, err := EndpointConfig(ep, db, timeout)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ReadTimeout, cfg.WriteTimeout = timeout, timeout
+	cfg.InterpolateParams = true
+	return OpenConfig(cfg)
 }
 
 // OpenConfig opens a handle of one connection at most: dbhost's sessions
