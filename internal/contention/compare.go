@@ -257,9 +257,13 @@ func perCPUSwitches(a, b *Snapshot, ids []int, secs float64) (map[int]float64, s
 // busyPercent is the share of CPU time spent neither idle, waiting for
 // I/O, nor stolen by the hypervisor. (user already includes guest time.)
 func busyPercent(a, b procfs.CPUStat) float64 {
-	busy := (b.User - a.User) + (b.Nice - a.Nice) + (b.System - a.System) + (b.IRQ - a.IRQ) + (b.SoftIRQ - a.SoftIRQ)
-	total := busy + (b.Idle - a.Idle) + (b.Iowait - a.Iowait) + (b.Steal - a.Steal)
-	if total <= 0 || busy < 0 {
+	// A CPU's iowait (and, across a CPU going offline, others) can go
+	// backwards (proc(5)): a negative step counts as none, so that busy
+	// never exceeds the total (a CPU 100.3 % busy under load).
+	d := func(x, y float64) float64 { return max(y-x, 0) }
+	busy := d(a.User, b.User) + d(a.Nice, b.Nice) + d(a.System, b.System) + d(a.IRQ, b.IRQ) + d(a.SoftIRQ, b.SoftIRQ)
+	total := busy + d(a.Idle, b.Idle) + d(a.Iowait, b.Iowait) + d(a.Steal, b.Steal)
+	if total <= 0 {
 		return 0
 	}
 	return 100 * busy / total
