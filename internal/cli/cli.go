@@ -21,6 +21,7 @@ import (
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
@@ -47,10 +48,23 @@ type Env struct {
 	// machine plans for its private servers alone; the machine's own
 	// servers, left out, count as the host's other processes.
 	Servers func(*facts.Instance) bool
+	// HostLock, when set, is how a command that changes the host takes the
+	// host lock (nil: journal.Lock(journal.HostLock)). Only code sets it: a
+	// test that holds the lock runs its in-process commands under its own
+	// hold, so that no other suite's test changes the host in between.
+	HostLock func() (release func(), err error)
 	// Version is the program's version: what 'dbhost version' prints, the
 	// man pages' header, dbhost_build_info and snapshot manifests carry.
 	// Empty is a development build (devVersion).
 	Version string
+}
+
+// lockHost takes the host lock for a command that changes the host.
+func (env Env) lockHost() (func(), error) {
+	if env.HostLock != nil {
+		return env.HostLock()
+	}
+	return journal.Lock(journal.HostLock)
 }
 
 // devVersion is the version of a build that was not given one.

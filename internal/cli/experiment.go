@@ -16,7 +16,6 @@ import (
 	"github.com/dbhost/dbhost/internal/experiment"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/results"
 )
@@ -150,7 +149,7 @@ func (a *app) experimentRecoverCmd() *cobra.Command {
 		}
 		// One recovery for the host: fix's change sets too, under the
 		// host lock that applies and experiments take.
-		release, err := journal.Lock(journal.HostLock)
+		release, err := env.lockHost()
 		if err != nil {
 			fmt.Fprintln(env.Stderr, "dbhost experiment recover: host lock:", err)
 			return ExitError

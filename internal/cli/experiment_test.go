@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -583,9 +584,8 @@ func TestExperimentKill9Recover(t *testing.T) {
 	// Recover in a new process, as after a crash.
 	var rlog bytes.Buffer
 	rc := dbhostProcess(t, &rlog, "experiment", "recover", "--journal", jfile, "--db", db)
-	var rerr error
-	hj.Unlocked(func() { rerr = rc.Run() })
-	if rerr != nil {
+	hj.Pass(rc)
+	if rerr := rc.Run(); rerr != nil {
 		t.Fatalf("recover: %v\n%s", rerr, rlog.String())
 	}
 	t.Logf("recover:\n%s", rlog.String())
@@ -616,7 +616,9 @@ func TestExperimentKill9Recover(t *testing.T) {
 	// A second recover finds nothing to do.
 	var code int
 	var out string
-	hj.Unlocked(func() { code, out, _ = runCLI(t, "experiment", "recover", "--journal", jfile, "--db", db) })
+	var outb bytes.Buffer
+	code = Main([]string{"dbhost", "experiment", "recover", "--journal", jfile, "--db", db}, Env{Stdout: &outb, Stderr: io.Discard, HostLock: hj.HostLock})
+	out = outb.String()
 	if code != ExitOK || !strings.Contains(out, "nothing to restore") {
 		t.Errorf("second recover: exit %d %q", code, out)
 	}

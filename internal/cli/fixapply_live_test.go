@@ -107,38 +107,23 @@ func (l *liveHost) queue(attr string) string {
 	return filepath.Join("/sys/block", l.dev, "queue", attr)
 }
 
-// run runs the binary; commands that take the host lock get it handed over.
+// run runs the binary, lending it the test's host lock.
 func (l *liveHost) run(args ...string) (int, string, string) {
 	l.t.Helper()
 	var code int
 	var out, errb bytes.Buffer
-	do := func() {
-		cmd := exec.Command(l.bin, args...)
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee):
-			code = ee.ExitCode()
-		case err != nil:
-			l.t.Fatalf("dbhost %s: %v", strings.Join(args, " "), err)
-		}
-	}
-	if takesLock(args) {
-		l.h.Unlocked(do)
-	} else {
-		do()
+	cmd := exec.Command(l.bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	l.h.Pass(cmd)
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		l.t.Fatalf("dbhost %s: %v", strings.Join(args, " "), err)
 	}
 	return code, out.String(), errb.String()
-}
-
-func takesLock(args []string) bool {
-	for _, a := range args {
-		if a == "--apply" || a == "--rollback" || a == "--recover" {
-			return true
-		}
-	}
-	return false
 }
 
 // listing is the state an apply changes and a rollback must put back: every
@@ -544,15 +529,14 @@ func liveKilled(t *testing.T, l *liveHost, before string) {
 	for k := 1; k <= 60; k++ {
 		had := changeSets(t)
 		seen, status := 0, ""
-		l.h.Unlocked(func() {
-			cmd := exec.Command(l.bin, "fix", "--apply", "--only", l.only)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			seen = waitJournal(t, had, k)
-			cmd.Process.Kill()
-			cmd.Wait()
-		})
+		cmd := exec.Command(l.bin, "fix", "--apply", "--only", l.only)
+		l.h.Pass(cmd)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		seen = waitJournal(t, had, k)
+		cmd.Process.Kill()
+		cmd.Wait()
 		for id, s := range changeSets(t) {
 			if _, ok := had[id]; ok {
 				continue

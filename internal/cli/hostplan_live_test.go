@@ -384,7 +384,7 @@ func (l *hostPlanLive) checkRestarted(before pgState, hpBefore, hpAfter hugePage
 // env is what the in-process commands get: the stand-in systemctl and the
 // private servers alone.
 func (l *hostPlanLive) env(out, errb *bytes.Buffer) Env {
-	return Env{Stdout: out, Stderr: errb, Systemctl: []string{l.stand}, Servers: func(in *facts.Instance) bool {
+	return Env{Stdout: out, Stderr: errb, Systemctl: []string{l.stand}, HostLock: l.h.HostLock, Servers: func(in *facts.Instance) bool {
 		switch in.Engine {
 		case engine.Postgres:
 			return in.Port == l.pg.Port && in.DataDir == l.pg.DataDir
@@ -395,18 +395,12 @@ func (l *hostPlanLive) env(out, errb *bytes.Buffer) Env {
 	}}
 }
 
-// run runs dbhost in this process; commands that take the host lock get it
-// handed over.
+// run runs dbhost in this process, under the test's host lock (Env.HostLock).
 func (l *hostPlanLive) run(args ...string) (int, string, string) {
 	l.t.Helper()
 	var out, errb bytes.Buffer
 	code := 0
-	do := func() { code = Main(append([]string{"dbhost"}, args...), l.env(&out, &errb)) }
-	if takesLock(args) {
-		l.h.Unlocked(do)
-	} else {
-		do()
-	}
+	code = Main(append([]string{"dbhost"}, args...), l.env(&out, &errb))
 	return code, out.String(), errb.String()
 }
 

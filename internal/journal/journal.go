@@ -23,8 +23,6 @@ import (
 	"sync"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/dbhost/dbhost/internal/safefile"
 )
 
@@ -289,96 +287,4 @@ func writeKnob(path, value string) error {
 		return werr
 	}
 	return cerr
-}
-
-// HostLock is the lock that everything changing this machine for tests
-// takes: fixture recording and tests that change kernel knobs take it
-// exclusively, tests that only start private servers take it shared (so a
-// recording never captures another test's servers).
-const HostLock = "dbhost-host"
-
-var (
-	lockMu    sync.Mutex
-	exclusive int // exclusive holds by this process
-)
-
-// Lock takes name exclusively, blocking until it is free, and returns its
-// release.
-func Lock(name string) (func(), error) {
-	release, err := flock(name, unix.LOCK_EX)
-	if err != nil {
-		return nil, err
-	}
-	lockMu.Lock()
-	exclusive++
-	lockMu.Unlock()
-	return func() {
-		lockMu.Lock()
-		exclusive--
-		lockMu.Unlock()
-		release()
-	}, nil
-}
-
-// LockShared takes name shared. When this process already holds it
-// exclusively, it returns at once (a shared request would wait on itself).
-func LockShared(name string) (func(), error) {
-	lockMu.Lock()
-	held := exclusive > 0
-	lockMu.Unlock()
-	if held {
-		return func() {}, nil
-	}
-	return flock(name, unix.LOCK_SH)
-}
-
-func flock(name string, how int) (func(), error) {
-	file, err := lockFile(name)
-	if err != nil {
-		return nil, err
-	}
-	fd, err := unix.Open(file, unix.O_CREAT|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", file, err)
-	}
-	f := os.NewFile(uintptr(fd), file)
-	// Another user's file would let that user hold the lock for ever.
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: not a regular file of this user's", file)
-	}
-	if err := unix.Flock(fd, how); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() {
-		unix.Flock(fd, unix.LOCK_UN)
-		f.Close()
-	}, nil
-}
-
-// LockDir holds root's locks: a directory only root can write in, so that
-// no other user can plant the lock file (a link, or a file they hold
-// locked for ever to stop every apply and experiment).
-const LockDir = "/run/dbhost"
-
-// lockFile names the lock file: in LockDir for root, after checking that
-// the directory is root's own and no link; for other users (who change
-// nothing on the host) a file of their own in the temporary directory.
-func lockFile(name string) (string, error) {
-	if os.Geteuid() != 0 {
-		return filepath.Join(os.TempDir(), fmt.Sprintf("%s-%d.lock", name, os.Geteuid())), nil
-	}
-	if err := os.Mkdir(LockDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", err
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(LockDir, &st); err != nil {
-		return "", err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != 0 || st.Mode&0o022 != 0 {
-		return "", fmt.Errorf("lock directory %s is not a directory only root can write in", LockDir)
-	}
-	return filepath.Join(LockDir, name+".lock"), nil
 }

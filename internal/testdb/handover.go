@@ -2,23 +2,21 @@ package testdb
 
 import (
 	"os"
-	"sync"
+	"os/exec"
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/journal"
 )
 
 // HostJournal is a Journal whose test also runs dbhost commands that take
-// the host lock themselves (`fix --apply`, `--rollback`, `--recover`):
-// Unlocked hands the lock over to such a command and takes it back. While
-// it is handed over, another test may take the lock; every test restores
-// what it changed before it releases the lock, so the host is as this test
-// left it when the lock comes back.
+// the host lock themselves (`fix --apply`, `--rollback`, `--recover`,
+// experiments). The test holds the lock from start to end and lends it to
+// those commands: in this process through HostLock (cli.Env.HostLock), to
+// a command it starts through Pass. The lock is never free in between, so
+// no other suite's test changes the host under this one.
 type HostJournal struct {
 	*journal.Journal
-	t       testing.TB
-	mu      sync.Mutex
-	release func() // nil while handed over
+	held *journal.Held
 }
 
 // JournalHandover is Journal (skips under -short, needs root, takes the
@@ -31,57 +29,28 @@ func JournalHandover(t testing.TB, kinds ...journal.Kinds) *HostJournal {
 		t.Skip("integration test: changes kernel settings")
 	}
 	Need(t, "root (changes kernel settings)", os.Geteuid() == 0)
-	h := &HostJournal{t: t}
-	if err := h.lock(); err != nil {
+	held, err := journal.Hold(journal.HostLock)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { // registered first, so it runs last
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if h.release != nil {
-			h.release()
-			h.release = nil
-		}
-	})
+	t.Cleanup(held.Release) // registered first, so it runs last
 	j, err := journal.Open(journalFile(t.Name()), mergeKinds(kinds))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Journal = j
 	t.Cleanup(j.RestoreOnSignal())
 	t.Cleanup(func() {
 		if err := j.Restore(); err != nil {
 			t.Errorf("restore: %v", err)
 		}
 	})
-	return h
+	return &HostJournal{Journal: j, held: held}
 }
 
-func (h *HostJournal) lock() error {
-	release, err := journal.Lock(journal.HostLock)
-	if err != nil {
-		return err
-	}
-	h.mu.Lock()
-	h.release = release
-	h.mu.Unlock()
-	return nil
-}
+// HostLock is the host lock for a command run in this process
+// (cli.Env.HostLock): the test holds it already, so taking it is a no-op.
+func (h *HostJournal) HostLock() (func(), error) { return func() {}, nil }
 
-// Unlocked runs f without the host lock and takes the lock back after it,
-// also when f fails the test.
-func (h *HostJournal) Unlocked(f func()) {
-	h.t.Helper()
-	h.mu.Lock()
-	if h.release != nil {
-		h.release()
-		h.release = nil
-	}
-	h.mu.Unlock()
-	defer func() {
-		if err := h.lock(); err != nil {
-			h.t.Errorf("taking the host lock back: %v", err)
-		}
-	}()
-	f()
-}
+// Pass lends the lock to cmd, a dbhost process the test starts (see
+// journal.PassEnv); call it before cmd starts.
+func (h *HostJournal) Pass(cmd *exec.Cmd) { h.held.Pass(cmd) }
