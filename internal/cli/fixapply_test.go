@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -79,8 +80,10 @@ func TestRuntimeFixesMakeFindingsPass(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if _, err := apply.Rollback(state, cs.ID, apply.Options{}); err != nil {
-			t.Errorf("rollback: %v", err)
+			t.Errorf("rollback: %v (the next run recovers %s)", err, state)
+			return
 		}
+		os.RemoveAll(state)
 	})
 	if !applied["mem.dirty"] {
 		t.Fatalf("mem.dirty with dirty_ratio 40 did not fail with a runtime fix: applied %v", applied)
