@@ -309,6 +309,9 @@ type Applier struct {
 	mu   sync.Mutex
 	devs *dataDevices // the devices under DataDir, found once
 	ep   *engine.Endpoint
+	// restartParams are the parameters read only at start this Applier
+	// changed (lower case): an in-process undo restarts for them.
+	restartParams map[string]bool
 }
 
 // endpoint is the target's connection for engine e, located once.
@@ -340,8 +343,11 @@ func (a *Applier) endpoint(ctx context.Context, e engine.Engine) (engine.Endpoin
 // system to apply anything (Current and Fingerprint also read fixtures).
 func NewApplier(h *host.Host, c *change.Changer, t Target) *Applier {
 	a := &Applier{h: h, c: c, t: t}
-	if t.Restart != nil && t.DataDir != "" {
-		registerRestart(t.DataDir, t.Restart)
+	if t.Restart != nil {
+		registerRestart(a.restarter(), inprocRestart{restart: t.Restart, pending: a.pendingRestart})
+		if t.DataDir != "" {
+			registerDirRestart(t.DataDir, t.Restart)
+		}
 	}
 	return a
 }
@@ -487,14 +493,15 @@ func (a *Applier) Current(ctx context.Context, names []string) (map[string]strin
 // was changed before an error stays journaled: the caller's j.Restore puts
 // it back.
 //
-// Order: PostgreSQL's ALTER SYSTEM and MySQL's option file, then the
-// kernel knobs (huge page pools that shrink first, so that the memory they
-// free can back the pools that grow), the restart, MySQL's SET GLOBAL (a
-// restart would lose it), PostgreSQL's reload, then the read-back. The
-// journal undoes in reverse: kernel knobs first, then the database's
-// configuration with its restart — so a server that used huge pages lets
-// go of them after their pool was shrunk, and comes back without them
-// instead of taking them again.
+// Order: PostgreSQL's parameters (ALTER SYSTEM and a reload, after a
+// journaled restart-on-undo when one is read only at start) and MySQL's
+// option file, then the kernel knobs (huge page pools that shrink first,
+// so that the memory they free can back the pools that grow), the
+// restart, MySQL's SET GLOBAL (a restart would lose it), then the
+// read-back. The journal undoes in reverse: kernel knobs first, then the
+// database's configuration, then its restart — so a server that used huge
+// pages lets go of them after their pool was shrunk, and comes back
+// without them instead of taking them again.
 func (a *Applier) Apply(ctx context.Context, set []Setting, force bool) (Applied, error) {
 	res := Applied{Values: map[string]string{}}
 	if force && a.t.Restart == nil {
@@ -531,7 +538,7 @@ type changes struct {
 // change makes the changes in Apply's order.
 func (a *Applier) change(ctx context.Context, c changes, res *Applied) error {
 	if len(c.pg) > 0 {
-		if err := a.applyPG(ctx, c.pg, c.restart); err != nil {
+		if err := a.applyPG(ctx, c.pg); err != nil {
 			return err
 		}
 	}
@@ -565,9 +572,6 @@ func (a *Applier) change(ctx context.Context, c changes, res *Applied) error {
 		if err := a.applyMySQLGlobal(ctx, c.mysql); err != nil {
 			return err
 		}
-	}
-	if len(c.pg) > 0 && !c.restart {
-		return a.reloadPG(ctx)
 	}
 	return nil
 }

@@ -2,24 +2,22 @@ package knob
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/engine/postgres"
 	"github.com/dbhost/dbhost/internal/host"
 )
-
-// KindPGAutoconf is the journal kind of a PostgreSQL parameter change: the
-// data directory's postgresql.auto.conf as it was before ALTER SYSTEM.
-const KindPGAutoconf = "pg.autoconf"
 
 const (
 	pgConnectTimeout = 10 * time.Second
@@ -29,21 +27,6 @@ const (
 )
 
 var pgServerComms = []string{"postgres", "postmaster"}
-
-// pgAutoconf is the journal data of KindPGAutoconf: all an undo needs, in
-// a new process, without a connection.
-type pgAutoconf struct {
-	DataDir string    `json:"data_dir"`
-	File    fileState `json:"file"`
-	// PostmasterPID is the server's PID when the change was made (for
-	// people reading the journal; the undo reads postmaster.pid again).
-	PostmasterPID int `json:"postmaster_pid,omitempty"`
-	// Restart says a parameter that takes effect only at server start was
-	// changed: the undo restarts the server, not only reloads it.
-	Restart     bool     `json:"restart"`
-	RestartArgv []string `json:"restart_argv,omitempty"`
-	RestartUser string   `json:"restart_user,omitempty"`
-}
 
 // pgConnect opens a new session on the target's located server, as the
 // target's user (a superuser).
@@ -144,6 +127,9 @@ func (p *pgParam) check(value string, canRestart bool) error {
 	case "database", "user", "database user":
 		return fmt.Errorf("set per %s (ALTER %s ... SET), which overrides ALTER SYSTEM in those sessions", p.source, strings.ToUpper(strings.Fields(p.source)[0]))
 	}
+	if listQuote[strings.ToLower(p.name)] && strings.Contains(value, ",") {
+		return errors.New("a list whose elements the server quotes: set it in a configuration file, not with ALTER SYSTEM through dbhost")
+	}
 	w, err := p.normalize(value)
 	if err != nil {
 		return err
@@ -170,59 +156,107 @@ func checkAutoconf(content string) error {
 	return nil
 }
 
-// applyPG journals postgresql.auto.conf, then runs ALTER SYSTEM for every
-// parameter.
-func (a *Applier) applyPG(ctx context.Context, items []*item, restart bool) error {
+// applyPG changes every parameter through the change layer (kind
+// db-setting: ALTER SYSTEM and a reload on the engine profile's connection
+// to the located server). When a parameter read only at start changes, a
+// restart is journaled first, so that the undo restarts the server after
+// the parameters are put back.
+func (a *Applier) applyPG(ctx context.Context, items []*item) error {
 	c, err := a.pgConnect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close(context.Background())
 	dir, err := a.pgDataDir(ctx, c)
+	c.Close(context.Background())
 	if err != nil {
 		return err
 	}
-	fs, err := readFileState(filepath.Join(dir, "postgresql.auto.conf"))
+	b, err := a.h.ReadFile(filepath.Join(dir, "postgresql.auto.conf"))
 	if err != nil {
 		return fmt.Errorf("reading postgresql.auto.conf: %w", err)
 	}
-	if err := checkAutoconf(fs.Content); err != nil {
+	if err := checkAutoconf(string(b)); err != nil {
 		return err
 	}
-	h := a.h
-	data := pgAutoconf{DataDir: dir, File: fs, RestartArgv: a.t.RestartArgv, RestartUser: a.t.RestartUser,
-		PostmasterPID: serverProcess(h, readPIDFile(h, filepath.Join(dir, "postmaster.pid")), dir, pgServerComms...)}
-	names := make([]string, len(items))
-	for i, it := range items {
-		names[i] = it.Name
-		if it.pg.needsRestart() && it.pg.changes() {
-			data.Restart = true
+	conn, ref, err := a.pgSettings(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if slices.ContainsFunc(items, func(it *item) bool { return it.pg.needsRestart() && it.pg.changes() }) {
+		if err := a.c.RestartOnUndo(a.restarter()); err != nil {
+			return fmt.Errorf("journaling the restart: %w", err)
 		}
 	}
-	if err := a.c.Journal().Record(KindPGAutoconf, "PostgreSQL "+dir+": "+strings.Join(names, ", "), data); err != nil {
-		return fmt.Errorf("journaling postgresql.auto.conf: %w", err)
+	a.mu.Lock()
+	for _, it := range items {
+		if it.pg.needsRestart() {
+			if a.restartParams == nil {
+				a.restartParams = map[string]bool{}
+			}
+			a.restartParams[strings.ToLower(it.pg.name)] = true
+		}
 	}
+	a.mu.Unlock()
 	for _, it := range items {
 		p := it.pg
-		q := "ALTER SYSTEM SET " + pgx.Identifier(strings.Split(p.name, ".")).Sanitize() + " = " + pgValueList(p.name, it.Value)
-		if _, err := c.Exec(ctx, q); err != nil {
+		sctx, cancel := context.WithTimeout(ctx, pgReloadWait)
+		_, err := a.c.Setting(sctx, conn, ref, strings.ToLower(p.name), it.Value, p.needsRestart())
+		cancel()
+		if err != nil {
 			return fmt.Errorf("%s: the server refused %q: %w", it.Name, it.Value, err)
 		}
 	}
 	return nil
 }
 
-func (a *Applier) reloadPG(ctx context.Context) error {
-	c, err := a.pgConnect(ctx)
+// pgSettings opens the engine profile's settings connection to the
+// target's located server, logging in as the target does (the password
+// goes only to that server: the profile's dial verifies it).
+func (a *Applier) pgSettings(ctx context.Context) (engine.SettingsConn, change.ServerRef, error) {
+	ep, err := a.endpoint(ctx, engine.Postgres)
 	if err != nil {
-		return err
+		return nil, change.ServerRef{}, err
 	}
-	defer c.Close(context.Background())
-	var ok bool
-	if err := c.QueryRow(ctx, "SELECT pg_reload_conf()").Scan(&ok); err != nil || !ok {
-		return fmt.Errorf("pg_reload_conf: %v", err)
+	in := ep.Instance()
+	if in == nil {
+		return nil, change.ServerRef{}, engine.ErrNotLocated
 	}
-	return nil
+	opts := a.c.Config().Engine
+	opts.PGDSN = pgDSN(ep)
+	opts.NoConnect = false
+	if opts.Timeout <= 0 {
+		opts.Timeout = pgConnectTimeout
+	}
+	conn, err := engine.OpenSettings(ctx, a.h, in, opts)
+	if err != nil {
+		return nil, change.ServerRef{}, err
+	}
+	ref := change.ServerRef{Engine: string(in.Engine), Name: in.Name(), DataDir: in.DataDir, Port: in.Port,
+		PID: in.PID, Start: change.StartTime(a.h, in.PID)}
+	return conn, ref, nil
+}
+
+// pgDSN is the endpoint as a connection string (keyword=value, values
+// quoted).
+func pgDSN(ep engine.Endpoint) string {
+	q := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
+	db := ep.DB
+	if db == "" {
+		db = "postgres"
+	}
+	port := ep.Port
+	if port == 0 {
+		port = 5432
+	}
+	parts := []string{"host='" + q.Replace(ep.Host) + "'", "port=" + strconv.Itoa(port), "dbname='" + q.Replace(db) + "'"}
+	if ep.User != "" {
+		parts = append(parts, "user='"+q.Replace(ep.User)+"'")
+	}
+	if ep.Password != "" {
+		parts = append(parts, "password='"+q.Replace(ep.Password)+"'")
+	}
+	return strings.Join(parts, " ")
 }
 
 // readBackPG reads every parameter on new connections until all show the
@@ -338,25 +372,4 @@ func (a *Applier) currentPG(ctx context.Context, names []string) (map[string]str
 		out[n] = *v
 	}
 	return out, errors.Join(errs...)
-}
-
-// undoPGAutoconf puts postgresql.auto.conf back and makes the server use
-// it again: a restart when a start-time parameter was changed and the
-// server has not been started since the file was restored, else a SIGHUP
-// to the postmaster. A server that is not running needs neither: it reads
-// the file when it starts.
-func undoPGAutoconf(raw json.RawMessage) error {
-	var d pgAutoconf
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return err
-	}
-	if !filepath.IsAbs(d.DataDir) || d.File.Path != filepath.Join(d.DataDir, "postgresql.auto.conf") {
-		return fmt.Errorf("journal entry names %q in %q: not a data directory's postgresql.auto.conf", d.File.Path, d.DataDir)
-	}
-	if _, err := os.Stat(d.DataDir); errors.Is(err, os.ErrNotExist) {
-		return nil // the cluster is gone: nothing to restore
-	}
-	srv := serverFiles{dataDir: d.DataDir, pidFile: filepath.Join(d.DataDir, "postmaster.pid"), comms: pgServerComms,
-		restartArgv: d.RestartArgv, restartUser: d.RestartUser}
-	return srv.restore(d.File, d.Restart)
 }

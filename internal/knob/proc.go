@@ -33,7 +33,7 @@ var inproc = struct {
 	password map[string]string
 }{restart: map[string]func(context.Context) error{}, password: map[string]string{}}
 
-func registerRestart(dataDir string, fn func(context.Context) error) {
+func registerDirRestart(dataDir string, fn func(context.Context) error) {
 	inproc.Lock()
 	defer inproc.Unlock()
 	inproc.restart[realDir(dataDir)] = fn
