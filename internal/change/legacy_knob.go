@@ -67,7 +67,7 @@ func undoLegacyPGAutoconf(cfg Config, raw json.RawMessage) error {
 		return nil // the cluster is gone: nothing to restore
 	}
 	srv := legacyServer{dataDir: d.DataDir, pidFile: filepath.Join(d.DataDir, "postmaster.pid"),
-		comms: []string{"postgres", "postmaster"}, restart: UserCommand{Argv: d.RestartArgv, User: d.RestartUser}}
+		comms: []string{"postgres", "postmaster"}, restart: legacyRestarter(d.RestartArgv, d.RestartUser)}
 	return srv.restore(cfg, d.File, d.Restart)
 }
 
@@ -76,7 +76,17 @@ func undoLegacyPGAutoconf(cfg Config, raw json.RawMessage) error {
 type legacyServer struct {
 	dataDir, pidFile string
 	comms            []string // the server's command names
-	restart          UserCommand
+	restart          Restarter
+}
+
+// legacyRestarter is the restart a version 1 entry recorded: "systemctl
+// restart UNIT" (run by name then) is the unit's restart, anything else
+// the command as its user.
+func legacyRestarter(argv []string, user string) Restarter {
+	if len(argv) == 3 && argv[0] == "systemctl" && argv[1] == "restart" {
+		return Unit{Name: argv[2], Allowed: true}
+	}
+	return UserCommand{Argv: argv, User: user}
 }
 
 // restore puts f back and, when the server runs, makes it read it again:

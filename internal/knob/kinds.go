@@ -55,10 +55,10 @@ func (r journaledRestart) key() string {
 	return string(b)
 }
 
-func registerRestart(r change.UserCommand, ir inprocRestart) {
+func registerRestart(r journaledRestart, ir inprocRestart) {
 	restarts.Lock()
 	defer restarts.Unlock()
-	restarts.m[journaledRestart{Argv: r.Argv, User: r.User}.key()] = ir
+	restarts.m[r.key()] = ir
 }
 
 // undoRestart restarts with this process's restart when one is registered
@@ -83,9 +83,14 @@ func undoRestart(base journal.Undo, data json.RawMessage) error {
 }
 
 // restarter is how a new process (a recovery) restarts the target's
-// server: its control command as its owner (Target.RestartArgv).
-func (a *Applier) restarter() change.UserCommand {
-	return change.UserCommand{Argv: a.t.RestartArgv, User: a.t.RestartUser}
+// server, and that as the journal keeps it: its systemd unit
+// (Target.RestartUnit), else its control command as its owner
+// (Target.RestartArgv).
+func (a *Applier) restarter() (change.Restarter, journaledRestart) {
+	if a.t.RestartUnit != "" {
+		return change.Unit{Name: a.t.RestartUnit, Allowed: true}, journaledRestart{Unit: a.t.RestartUnit}
+	}
+	return change.UserCommand{Argv: a.t.RestartArgv, User: a.t.RestartUser}, journaledRestart{Argv: a.t.RestartArgv, User: a.t.RestartUser}
 }
 
 // pendingRestart says the target's server waits for a restart to use a

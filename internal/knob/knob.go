@@ -295,6 +295,9 @@ type Target struct {
 	// OS user; empty when unknown. Stored in the journal.
 	RestartArgv []string
 	RestartUser string
+	// RestartUnit is the systemd unit a new process restarts the server
+	// with instead (journaled as a restart of the unit).
+	RestartUnit string
 }
 
 // Applier applies knobs to one host and target through one change layer:
@@ -344,7 +347,8 @@ func (a *Applier) endpoint(ctx context.Context, e engine.Engine) (engine.Endpoin
 func NewApplier(h *host.Host, c *change.Changer, t Target) *Applier {
 	a := &Applier{h: h, c: c, t: t}
 	if t.Restart != nil {
-		registerRestart(a.restarter(), inprocRestart{restart: t.Restart, pending: a.pendingRestart})
+		_, key := a.restarter()
+		registerRestart(key, inprocRestart{restart: t.Restart, pending: a.pendingRestart})
 		if t.DataDir != "" {
 			registerDirRestart(t.DataDir, t.Restart)
 		}

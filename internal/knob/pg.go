@@ -184,7 +184,8 @@ func (a *Applier) applyPG(ctx context.Context, items []*item) error {
 	}
 	defer conn.Close()
 	if slices.ContainsFunc(items, func(it *item) bool { return it.pg.needsRestart() && it.pg.changes() }) {
-		if err := a.c.RestartOnUndo(a.restarter()); err != nil {
+		r, _ := a.restarter()
+		if err := a.c.RestartOnUndo(r); err != nil {
 			return fmt.Errorf("journaling the restart: %w", err)
 		}
 	}
