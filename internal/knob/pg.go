@@ -26,8 +26,6 @@ const (
 	pgReloadWait = 15 * time.Second
 )
 
-var pgServerComms = []string{"postgres", "postmaster"}
-
 // pgConnect opens a new session on the target's located server, as the
 // target's user (a superuser).
 func (a *Applier) pgConnect(ctx context.Context) (*pgx.Conn, error) {
