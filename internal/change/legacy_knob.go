@@ -11,25 +11,144 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/safefile"
 )
 
-// LegacyPGAutoconf is the version 1 kind of a PostgreSQL parameter an
-// experiment changed: the data directory's postgresql.auto.conf as it was
-// before ALTER SYSTEM.
-const LegacyPGAutoconf = "pg.autoconf"
+// Version 1 kinds of `dbhost experiment`'s database knobs.
+const (
+	// LegacyPGAutoconf: a PostgreSQL parameter; the data directory's
+	// postgresql.auto.conf as it was before ALTER SYSTEM.
+	LegacyPGAutoconf = "pg.autoconf"
+	// LegacyMySQLGlobal: a SET GLOBAL; the variable's old value.
+	LegacyMySQLGlobal = "mysql.global"
+	// LegacyMySQLOptionFile: the option file added to the server's
+	// !includedir for variables that are not dynamic.
+	LegacyMySQLOptionFile = "mysql.optfile"
+)
+
+// legacyOptionFile is the only option file a version 1 entry may name.
+const legacyOptionFile = "zz-dbhost-experiment.cnf"
+
+var mysqlComms = []string{"mariadbd", "mysqld"}
 
 func legacyKnobKinds(cfg Config) journal.Kinds {
-	return journal.Kinds{LegacyPGAutoconf: func(d json.RawMessage) error { return undoLegacyPGAutoconf(cfg, d) }}
+	return journal.Kinds{
+		LegacyPGAutoconf:      func(d json.RawMessage) error { return undoLegacyPGAutoconf(cfg, d) },
+		LegacyMySQLGlobal:     func(d json.RawMessage) error { return undoLegacyMySQLGlobal(cfg, d) },
+		LegacyMySQLOptionFile: func(d json.RawMessage) error { return undoLegacyMySQLOptionFile(cfg, d) },
+	}
+}
+
+// legacyMySQLOptionFile is the data of LegacyMySQLOptionFile.
+type legacyMySQLOptionFile struct {
+	DataDir     string     `json:"data_dir"`
+	PIDFile     string     `json:"pid_file"`
+	File        legacyFile `json:"file"`
+	RestartArgv []string   `json:"restart_argv,omitempty"`
+	RestartUser string     `json:"restart_user,omitempty"`
+}
+
+// undoLegacyMySQLOptionFile puts dbhost's option file back (removes it)
+// and restarts the server unless it has been started since.
+func undoLegacyMySQLOptionFile(cfg Config, raw json.RawMessage) error {
+	var d legacyMySQLOptionFile
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return err
+	}
+	if filepath.Base(d.File.Path) != legacyOptionFile || !filepath.IsAbs(d.File.Path) {
+		return fmt.Errorf("journal entry names %q: not dbhost's option file", d.File.Path)
+	}
+	if err := cfg.TrustedDir(filepath.Dir(d.File.Path)); err != nil {
+		return err
+	}
+	srv := legacyServer{dataDir: d.DataDir, pidFile: d.PIDFile, comms: mysqlComms, restart: legacyRestarter(d.RestartArgv, d.RestartUser)}
+	return srv.restore(cfg, d.File, true)
+}
+
+// legacyMySQLGlobal is the data of LegacyMySQLGlobal.
+type legacyMySQLGlobal struct {
+	Net      string `json:"net"`
+	Addr     string `json:"addr"`
+	DataDir  string `json:"data_dir"`
+	Variable string `json:"variable"`
+	Old      string `json:"old"`
+	// Started is when the server started (Unix seconds): a server started
+	// later has lost the SET GLOBAL.
+	Started int64 `json:"started"`
+}
+
+// undoLegacyMySQLGlobal sets a variable back on the server discovered at
+// the journaled address, which must be the one of the journaled data
+// directory; logged in as Config.Engine says (no password was kept). A
+// server that is down, restarted since, or replaced lost the change.
+func undoLegacyMySQLGlobal(cfg Config, raw json.RawMessage) error {
+	var d legacyMySQLGlobal
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, done, err := cfg.host()
+	if err != nil {
+		return err
+	}
+	defer done()
+	ep := engine.Endpoint{Engine: engine.MySQL, Host: d.Addr}
+	if d.Net != "unix" {
+		hostName, port, err := net.SplitHostPort(d.Addr)
+		if err != nil {
+			return fmt.Errorf("journal entry names address %q: %w", d.Addr, err)
+		}
+		ep.Host = hostName
+		ep.Port, _ = strconv.Atoi(port)
+	} else if _, err := os.Stat(d.Addr); errors.Is(err, os.ErrNotExist) {
+		return nil // the server is down
+	}
+	ep, err = engine.Locate(ctx, h, ep)
+	var wrong *engine.WrongServerError
+	switch {
+	case errors.As(err, &wrong), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
+		return nil
+	case err != nil:
+		return fmt.Errorf("set %s back to %q at %s: %w", d.Variable, d.Old, d.Addr, err)
+	}
+	in := ep.Instance()
+	if !sameDir(in.DataDir, d.DataDir) || startedAfter(h, in.PID, time.Unix(d.Started+2, 0)) {
+		return nil // another server now answers there, or it restarted
+	}
+	conn, err := engine.OpenSettings(ctx, h, in, cfg.Engine)
+	if err != nil {
+		return fmt.Errorf("set %s back to %q on %s: %w", d.Variable, d.Old, in.Name(), err)
+	}
+	defer conn.Close()
+	if err := conn.Restore(ctx, d.Variable, engine.SettingState{Value: d.Old}, false); err != nil {
+		return fmt.Errorf("set %s back to %q on %s: %w", d.Variable, d.Old, in.Name(), err)
+	}
+	return nil
+}
+
+func sameDir(a, b string) bool {
+	if a == "" || b == "" {
+		return true
+	}
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	if err1 != nil || err2 != nil {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	return ra == rb
 }
 
 // legacyFile is a file as a version 1 knob entry recorded it.
@@ -172,7 +291,7 @@ func serverPID(h *host.Host, pidFile, dataDir string, comms []string) int {
 	if pid <= 0 {
 		return 0
 	}
-	if comm, err := h.Comm(pid); err != nil || !contains(comms, comm) {
+	if comm, err := h.Comm(pid); err != nil || !slices.Contains(comms, comm) {
 		return 0
 	}
 	cwd, err := h.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
@@ -187,15 +306,6 @@ func serverPID(h *host.Host, pidFile, dataDir string, comms []string) int {
 		return 0
 	}
 	return pid
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // startedAfter reports whether process pid started after t (boot time

@@ -13,16 +13,14 @@ import (
 	"github.com/dbhost/dbhost/internal/journal"
 )
 
-// Kinds are the undos an experiment's journal needs besides the change
-// layer's: MySQL's, and the restart bound to this process's own restart
-// where an Applier registered one. Whoever opens or recovers an
-// experiment's journal passes them in (change.Config.More).
+// Kinds binds the change layer's restart to this process's own restart
+// where an Applier registered one (Target.Restart); whoever opens or
+// recovers an experiment's journal passes them in (change.Config.More).
+// Everything else an Applier changes is a change kind.
 func Kinds() journal.Kinds {
 	base := change.Kinds(change.Config{})[change.KindRestart]
 	return journal.Kinds{
-		change.KindRestart:  func(d json.RawMessage) error { return undoRestart(base, d) },
-		KindMySQLGlobal:     undoMySQLGlobal,
-		KindMySQLOptionFile: undoMySQLOptionFile,
+		change.KindRestart: func(d json.RawMessage) error { return undoRestart(base, d) },
 	}
 }
 

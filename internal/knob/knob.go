@@ -349,9 +349,6 @@ func NewApplier(h *host.Host, c *change.Changer, t Target) *Applier {
 	if t.Restart != nil {
 		_, key := a.restarter()
 		registerRestart(key, inprocRestart{restart: t.Restart, pending: a.pendingRestart})
-		if t.DataDir != "" {
-			registerDirRestart(t.DataDir, t.Restart)
-		}
 	}
 	return a
 }
@@ -566,6 +563,11 @@ func (a *Applier) change(ctx context.Context, c changes, res *Applied) error {
 			return fmt.Errorf("restarting the database server: %w", err)
 		}
 		res.Restarted = true
+		// The server is a new process: locate it again before the
+		// settings connection names it.
+		a.mu.Lock()
+		a.ep = nil
+		a.mu.Unlock()
 		// A server that let go of huge pages when it stopped (or took
 		// them when it started) moved the pools: read them again.
 		if err := a.reread(c.kernel); err != nil {

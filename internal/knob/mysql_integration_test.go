@@ -123,11 +123,9 @@ func TestMySQLRefused(t *testing.T) {
 // !includedir and takes a restart; the undo removes the file and restarts.
 func TestMySQLOptionFile(t *testing.T) {
 	integration(t)
-	dir, err := os.MkdirTemp("", "dbhost-mycnf-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	// root writes option files only where root alone can change them:
+	// not under the world-writable /tmp.
+	dir := testdb.RootOnlyDir(t, "dbhost-mycnf-")
 	confd := filepath.Join(dir, "conf.d")
 	if err := os.Mkdir(confd, 0o755); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/engine"
+	enginemysql "github.com/dbhost/dbhost/internal/engine/mysql"
 	"github.com/dbhost/dbhost/internal/engine/postgres"
 	"github.com/dbhost/dbhost/internal/host"
 )
@@ -176,7 +177,7 @@ func (a *Applier) applyPG(ctx context.Context, items []*item) error {
 	if err := checkAutoconf(string(b)); err != nil {
 		return err
 	}
-	conn, ref, err := a.pgSettings(ctx)
+	conn, ref, err := a.settings(ctx, engine.Postgres)
 	if err != nil {
 		return err
 	}
@@ -209,31 +210,45 @@ func (a *Applier) applyPG(ctx context.Context, items []*item) error {
 	return nil
 }
 
-// pgSettings opens the engine profile's settings connection to the
+// settings opens the engine profile's settings connection to the
 // target's located server, logging in as the target does (the password
 // goes only to that server: the profile's dial verifies it).
-func (a *Applier) pgSettings(ctx context.Context) (engine.SettingsConn, change.ServerRef, error) {
-	ep, err := a.endpoint(ctx, engine.Postgres)
+func (a *Applier) settings(ctx context.Context, e engine.Engine) (engine.SettingsConn, change.ServerRef, error) {
+	ep, ref, err := a.located(ctx, e)
 	if err != nil {
-		return nil, change.ServerRef{}, err
-	}
-	in := ep.Instance()
-	if in == nil {
-		return nil, change.ServerRef{}, engine.ErrNotLocated
+		return nil, ref, err
 	}
 	opts := a.c.Config().Engine
-	opts.PGDSN = pgDSN(ep)
 	opts.NoConnect = false
 	if opts.Timeout <= 0 {
 		opts.Timeout = pgConnectTimeout
 	}
-	conn, err := engine.OpenSettings(ctx, a.h, in, opts)
-	if err != nil {
-		return nil, change.ServerRef{}, err
+	if e == engine.Postgres {
+		opts.PGDSN = pgDSN(ep)
+	} else {
+		cfg, err := enginemysql.EndpointConfig(ep, "", myTimeout)
+		if err != nil {
+			return nil, ref, err
+		}
+		opts.MySQLDSN = cfg.FormatDSN()
 	}
-	ref := change.ServerRef{Engine: string(in.Engine), Name: in.Name(), DataDir: in.DataDir, Port: in.Port,
-		PID: in.PID, Start: change.StartTime(a.h, in.PID)}
-	return conn, ref, nil
+	conn, err := engine.OpenSettings(ctx, a.h, ep.Instance(), opts)
+	return conn, ref, err
+}
+
+// located is the target's endpoint and the server it reaches, as the
+// change layer's journal names it.
+func (a *Applier) located(ctx context.Context, e engine.Engine) (engine.Endpoint, change.ServerRef, error) {
+	ep, err := a.endpoint(ctx, e)
+	if err != nil {
+		return ep, change.ServerRef{}, err
+	}
+	in := ep.Instance()
+	if in == nil {
+		return ep, change.ServerRef{}, engine.ErrNotLocated
+	}
+	return ep, change.ServerRef{Engine: string(in.Engine), Name: in.Name(), DataDir: in.DataDir, Port: in.Port,
+		PID: in.PID, Start: change.StartTime(a.h, in.PID)}, nil
 }
 
 // pgDSN is the endpoint as a connection string (keyword=value, values
