@@ -24,9 +24,10 @@
 //	mysql.<variable>           SET GLOBAL; variables that are not dynamic go
 //	                           to an option file and need a restart
 //
-// Every change is undone by the journal (kernel files through j.Set, the
-// database's configuration through the kinds this package registers), in
-// this process or, after a crash, in a new one by journal.Recover.
+// Every change is a change kind of internal/change, journaled before it is
+// made and undone by the journal in this process or, after a crash, in a
+// new one (change.Recover). This package checks names and values and
+// plans; the writes and undos are the change layer's.
 package knob
 
 import (
@@ -301,9 +302,10 @@ type Target struct {
 }
 
 // Applier applies knobs to one host and target through one change layer:
-// kernel and sysfs values are change kinds (change.Changer.Kernel), the
-// database's configuration is journaled in the changer's journal with the
-// kinds of Kinds.
+// kernel and sysfs values (change.Changer.Kernel), database settings on
+// the engine profile's connection (Setting: ALTER SYSTEM and a reload,
+// SET GLOBAL), MySQL's option file (File) and the restart an undo needs
+// (RestartOnUndo).
 type Applier struct {
 	h *host.Host
 	c *change.Changer
@@ -342,7 +344,7 @@ func (a *Applier) endpoint(ctx context.Context, e engine.Engine) (engine.Endpoin
 	return ep, nil
 }
 
-// NewApplier returns an Applier. Changes go through j; h must be the live
+// NewApplier returns an Applier. Changes go through c; h must be the live
 // system to apply anything (Current and Fingerprint also read fixtures).
 func NewApplier(h *host.Host, c *change.Changer, t Target) *Applier {
 	a := &Applier{h: h, c: c, t: t}

@@ -10,6 +10,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/knob"
 	"github.com/dbhost/dbhost/internal/testdb"
@@ -155,6 +156,7 @@ func TestMySQLOptionFile(t *testing.T) {
 	if got := global(t, s, "innodb_log_buffer_size"); got != "33554432" || global(t, s, "max_connections") != "88" {
 		t.Errorf("innodb_log_buffer_size = %s, max_connections = %s", got, global(t, s, "max_connections"))
 	}
+	onlyChangeKinds(t, j, change.KindSetting, change.KindFile, change.KindRestart)
 	opt := filepath.Join(confd, knob.OptionFileName)
 	if b, err := os.ReadFile(opt); err != nil || !strings.Contains(string(b), "innodb_log_buffer_size = 32M") {
 		t.Errorf("%s: %q, %v", opt, b, err)
