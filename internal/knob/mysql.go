@@ -81,7 +81,7 @@ func (a *Applier) planMySQL(ctx context.Context, items []*item) (restart bool, e
 		return false, fmt.Errorf("%s: %w", items[0].Name, err)
 	}
 	defer db.Close()
-	if err := a.checkRecoveryLogin(ctx); err != nil {
+	if err := a.checkRecoveryLogin(ctx, engine.MySQL); err != nil {
 		return false, err
 	}
 	var errs []error
@@ -355,22 +355,4 @@ func (a *Applier) currentMySQL(ctx context.Context, names []string) (map[string]
 		out[n] = v.String
 	}
 	return out, errors.Join(errs...)
-}
-
-// checkRecoveryLogin makes sure a later `recover` could log in without the
-// password given now, as the change layer's undo does (Config.Dial): a
-// change nobody can undo after a crash is not made.
-func (a *Applier) checkRecoveryLogin(ctx context.Context) error {
-	_, ref, err := a.located(ctx, engine.MySQL)
-	if err != nil {
-		return err
-	}
-	c, cancel := context.WithTimeout(ctx, myTimeout)
-	defer cancel()
-	conn, err := a.c.Config().Dial(c, ref)
-	if err != nil {
-		return fmt.Errorf("mysql: after a crash, `dbhost experiment recover` must log in to undo changes, without a password kept anywhere (socket authentication, or [client] user and password in root's ~/.my.cnf), and that fails: %v", err)
-	}
-	conn.Close()
-	return nil
 }

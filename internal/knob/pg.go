@@ -79,6 +79,9 @@ func (a *Applier) planPG(ctx context.Context, items []*item) (restart bool, err 
 	if _, err := a.pgDataDir(ctx, c); err != nil {
 		return false, err
 	}
+	if err := a.checkRecoveryLogin(ctx, engine.Postgres); err != nil {
+		return false, err
+	}
 	var errs []error
 	for _, it := range items {
 		p, err := lookupPG(ctx, c, strings.TrimPrefix(it.Name, "pg."))
@@ -249,6 +252,28 @@ func (a *Applier) located(ctx context.Context, e engine.Engine) (engine.Endpoint
 	}
 	return ep, change.ServerRef{Engine: string(in.Engine), Name: in.Name(), DataDir: in.DataDir, Port: in.Port,
 		PID: in.PID, Start: change.StartTime(a.h, in.PID)}, nil
+}
+
+// checkRecoveryLogin makes sure the undo could log in without the
+// password given now, as the change layer's undo does (Config.Dial): a
+// change nobody can undo after a crash is not made.
+func (a *Applier) checkRecoveryLogin(ctx context.Context, e engine.Engine) error {
+	_, ref, err := a.located(ctx, e)
+	if err != nil {
+		return err
+	}
+	c, cancel := context.WithTimeout(ctx, myTimeout)
+	defer cancel()
+	conn, err := a.c.Config().Dial(c, ref)
+	if err != nil {
+		how := "peer or trust authentication, or root's ~/.pgpass"
+		if e == engine.MySQL {
+			how = "socket authentication, or [client] user and password in root's ~/.my.cnf"
+		}
+		return fmt.Errorf("%s: after a crash, `dbhost experiment recover` must log in to undo changes, without a password kept anywhere (%s), and that fails: %v", e, how, err)
+	}
+	conn.Close()
+	return nil
 }
 
 // pgDSN is the endpoint as a connection string (keyword=value, values
