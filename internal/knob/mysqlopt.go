@@ -110,13 +110,9 @@ func (a *Applier) applyMySQLFile(ctx context.Context, items []*item) error {
 	if err := a.c.Config().TrustedDir(dir); err != nil {
 		return err
 	}
-	var b strings.Builder
-	b.WriteString("# Written by dbhost experiment for variables that need a restart;\n# removed when the experiment ends (or by `dbhost experiment recover`).\n[mysqld]\n")
-	for _, it := range static {
-		fmt.Fprintf(&b, "%s = %s\n", it.mysql.name, it.Value)
-	}
-	f := change.FileWrite{Root: "/", Path: path, Content: b.String(), Mode: 0o644,
-		NewSum: safefile.Sum([]byte(b.String())), IncludeDirs: []string{dir}}
+	content := optionFile(static)
+	f := change.FileWrite{Root: "/", Path: path, Content: content, Mode: 0o644,
+		NewSum: safefile.Sum([]byte(content)), IncludeDirs: []string{dir}}
 	switch old, err := a.h.ReadFile(path); {
 	case err == nil:
 		f.Exists, f.Sum = true, safefile.Sum(old)
@@ -131,4 +127,14 @@ func (a *Applier) applyMySQLFile(ctx context.Context, items []*item) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// optionFile is dbhost's option file setting the static variables.
+func optionFile(static []*item) string {
+	var b strings.Builder
+	b.WriteString("# Written by dbhost experiment for variables that need a restart;\n# removed when the experiment ends (or by `dbhost experiment recover`).\n[mysqld]\n")
+	for _, it := range static {
+		fmt.Fprintf(&b, "%s = %s\n", it.mysql.name, it.Value)
+	}
+	return b.String()
 }

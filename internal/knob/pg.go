@@ -164,6 +164,32 @@ func checkAutoconf(content string) error {
 // restart is journaled first, so that the undo restarts the server after
 // the parameters are put back.
 func (a *Applier) applyPG(ctx context.Context, items []*item) error {
+	if err := a.checkPGAutoconf(ctx); err != nil {
+		return err
+	}
+	conn, ref, err := a.settings(ctx, engine.Postgres)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := a.pgRestartOnUndo(items); err != nil {
+		return err
+	}
+	for _, it := range items {
+		p := it.pg
+		sctx, cancel := context.WithTimeout(ctx, pgReloadWait)
+		_, err := a.c.Setting(sctx, conn, ref, strings.ToLower(p.name), it.Value, p.needsRestart())
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: the server refused %q: %w", it.Name, it.Value, err)
+		}
+	}
+	return nil
+}
+
+// checkPGAutoconf refuses a server whose postgresql.auto.conf holds a
+// password (checkAutoconf).
+func (a *Applier) checkPGAutoconf(ctx context.Context) error {
 	c, err := a.pgConnect(ctx)
 	if err != nil {
 		return err
@@ -177,14 +203,13 @@ func (a *Applier) applyPG(ctx context.Context, items []*item) error {
 	if err != nil {
 		return fmt.Errorf("reading postgresql.auto.conf: %w", err)
 	}
-	if err := checkAutoconf(string(b)); err != nil {
-		return err
-	}
-	conn, ref, err := a.settings(ctx, engine.Postgres)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
+	return checkAutoconf(string(b))
+}
+
+// pgRestartOnUndo journals the restart an undo needs when a parameter
+// read only at start changes, and notes those parameters for the
+// in-process undo (pendingRestart).
+func (a *Applier) pgRestartOnUndo(items []*item) error {
 	if slices.ContainsFunc(items, func(it *item) bool { return it.pg.needsRestart() && it.pg.changes() }) {
 		r, _ := a.restarter()
 		if err := a.c.RestartOnUndo(r); err != nil {
@@ -192,22 +217,13 @@ func (a *Applier) applyPG(ctx context.Context, items []*item) error {
 		}
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	for _, it := range items {
 		if it.pg.needsRestart() {
 			if a.restartParams == nil {
 				a.restartParams = map[string]bool{}
 			}
 			a.restartParams[strings.ToLower(it.pg.name)] = true
-		}
-	}
-	a.mu.Unlock()
-	for _, it := range items {
-		p := it.pg
-		sctx, cancel := context.WithTimeout(ctx, pgReloadWait)
-		_, err := a.c.Setting(sctx, conn, ref, strings.ToLower(p.name), it.Value, p.needsRestart())
-		cancel()
-		if err != nil {
-			return fmt.Errorf("%s: the server refused %q: %w", it.Name, it.Value, err)
 		}
 	}
 	return nil
