@@ -129,6 +129,9 @@ func (p *pgParam) check(value string, canRestart bool) error {
 	case "database", "user", "database user":
 		return fmt.Errorf("set per %s (ALTER %s ... SET), which overrides ALTER SYSTEM in those sessions", p.source, strings.ToUpper(strings.Fields(p.source)[0]))
 	}
+	if lv := strings.ToLower(p.setting); strings.Contains(lv, "password") || strings.Contains(lv, "passphrase") {
+		return errors.New("its present value holds a password: dbhost does not copy secrets into its journal, so it does not change this parameter")
+	}
 	if listQuote[strings.ToLower(p.name)] && strings.Contains(value, ",") {
 		return errors.New("a list whose elements the server quotes: set it in a configuration file, not with ALTER SYSTEM through dbhost")
 	}
