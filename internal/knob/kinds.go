@@ -35,7 +35,7 @@ type inprocRestart struct {
 }
 
 // restarts are the in-process restarts, keyed by the journaled restarter
-// (restartKey); they live only in memory.
+// (journaledRestart.key); they live only in memory.
 var restarts = struct {
 	sync.Mutex
 	m map[string]inprocRestart
