@@ -87,6 +87,7 @@ func Kinds(cfg Config) journal.Kinds {
 		KindWorkDir: func(d json.RawMessage) error { return undoWorkDir(d) },
 	}
 	maps.Copy(k, legacyKinds(cfg))
+	maps.Copy(k, legacyKnobKinds(cfg))
 	maps.Copy(k, cfg.More)
 	return k
 }

@@ -185,7 +185,7 @@ func userServer(ctx context.Context, h *host.Host, p *Plan, f *Facts) (*server, 
 		if unit == "" {
 			return nil, fmt.Errorf("--allow-restart: dbhost does not know how to restart this server: %s", why)
 		}
-		s.kt.RestartArgv, s.kt.RestartUser = []string{"systemctl", "restart", unit}, "root"
+		s.kt.RestartUnit = unit
 		s.kt.Restart = func(ctx context.Context) error { return restartUnit(ctx, unit, s.ping) }
 		s.where += ", restarted with systemctl restart " + unit
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // changeConfig is what an experiment's changer knows: the change layer's
-// kinds and knob's.
+// kinds, the restart bound to this process's own (knob.Kinds).
 func changeConfig() change.Config { return change.Config{More: knob.Kinds()} }
 
 // hostChanger is a changer for a test that changes the host: testdb.Journal
@@ -38,4 +38,24 @@ func tempChanger(t *testing.T) (*change.Changer, string) {
 		}
 	})
 	return c, file
+}
+
+// onlyChangeKinds fails the test when the changer's journal holds a kind
+// that is not one of the change layer's.
+func onlyChangeKinds(t *testing.T, c *change.Changer, want ...string) {
+	t.Helper()
+	kinds := map[string]bool{change.KindKernel: true, change.KindSysfs: true, change.KindFile: true, change.KindSetting: true,
+		change.KindRlimit: true, change.KindRestart: true, change.KindWorkDir: true}
+	seen := map[string]bool{}
+	for _, ch := range c.Journal().Changes() {
+		if !kinds[ch.Kind] {
+			t.Errorf("journal entry %q has kind %q, not a change kind", ch.What, ch.Kind)
+		}
+		seen[ch.Kind] = true
+	}
+	for _, k := range want {
+		if !seen[k] {
+			t.Errorf("no journal entry of kind %q", k)
+		}
+	}
 }

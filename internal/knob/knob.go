@@ -24,9 +24,10 @@
 //	mysql.<variable>           SET GLOBAL; variables that are not dynamic go
 //	                           to an option file and need a restart
 //
-// Every change is undone by the journal (kernel files through j.Set, the
-// database's configuration through the kinds this package registers), in
-// this process or, after a crash, in a new one by journal.Recover.
+// Every change is a change kind of internal/change, journaled before it is
+// made and undone by the journal in this process or, after a crash, in a
+// new one (change.Recover). This package checks names and values and
+// plans; the writes and undos are the change layer's.
 package knob
 
 import (
@@ -295,12 +296,16 @@ type Target struct {
 	// OS user; empty when unknown. Stored in the journal.
 	RestartArgv []string
 	RestartUser string
+	// RestartUnit is the systemd unit a new process restarts the server
+	// with instead (journaled as a restart of the unit).
+	RestartUnit string
 }
 
 // Applier applies knobs to one host and target through one change layer:
-// kernel and sysfs values are change kinds (change.Changer.Kernel), the
-// database's configuration is journaled in the changer's journal with the
-// kinds of Kinds.
+// kernel and sysfs values (change.Changer.Kernel), database settings on
+// the engine profile's connection (Setting: ALTER SYSTEM and a reload,
+// SET GLOBAL), MySQL's option file (File) and the restart an undo needs
+// (RestartOnUndo).
 type Applier struct {
 	h *host.Host
 	c *change.Changer
@@ -309,6 +314,9 @@ type Applier struct {
 	mu   sync.Mutex
 	devs *dataDevices // the devices under DataDir, found once
 	ep   *engine.Endpoint
+	// restartParams are the parameters read only at start this Applier
+	// changed (lower case): an in-process undo restarts for them.
+	restartParams map[string]bool
 }
 
 // endpoint is the target's connection for engine e, located once.
@@ -336,12 +344,13 @@ func (a *Applier) endpoint(ctx context.Context, e engine.Engine) (engine.Endpoin
 	return ep, nil
 }
 
-// NewApplier returns an Applier. Changes go through j; h must be the live
+// NewApplier returns an Applier. Changes go through c; h must be the live
 // system to apply anything (Current and Fingerprint also read fixtures).
 func NewApplier(h *host.Host, c *change.Changer, t Target) *Applier {
 	a := &Applier{h: h, c: c, t: t}
-	if t.Restart != nil && t.DataDir != "" {
-		registerRestart(t.DataDir, t.Restart)
+	if t.Restart != nil {
+		_, key := a.restarter()
+		registerRestart(key, inprocRestart{restart: t.Restart, pending: a.pendingRestart})
 	}
 	return a
 }
@@ -487,14 +496,15 @@ func (a *Applier) Current(ctx context.Context, names []string) (map[string]strin
 // was changed before an error stays journaled: the caller's j.Restore puts
 // it back.
 //
-// Order: PostgreSQL's ALTER SYSTEM and MySQL's option file, then the
-// kernel knobs (huge page pools that shrink first, so that the memory they
-// free can back the pools that grow), the restart, MySQL's SET GLOBAL (a
-// restart would lose it), PostgreSQL's reload, then the read-back. The
-// journal undoes in reverse: kernel knobs first, then the database's
-// configuration with its restart — so a server that used huge pages lets
-// go of them after their pool was shrunk, and comes back without them
-// instead of taking them again.
+// Order: PostgreSQL's parameters (ALTER SYSTEM and a reload, after a
+// journaled restart-on-undo when one is read only at start) and MySQL's
+// option file, then the kernel knobs (huge page pools that shrink first,
+// so that the memory they free can back the pools that grow), the
+// restart, MySQL's SET GLOBAL (a restart would lose it), then the
+// read-back. The journal undoes in reverse: kernel knobs first, then the
+// database's configuration, then its restart — so a server that used huge
+// pages lets go of them after their pool was shrunk, and comes back
+// without them instead of taking them again.
 func (a *Applier) Apply(ctx context.Context, set []Setting, force bool) (Applied, error) {
 	res := Applied{Values: map[string]string{}}
 	if force && a.t.Restart == nil {
@@ -531,7 +541,7 @@ type changes struct {
 // change makes the changes in Apply's order.
 func (a *Applier) change(ctx context.Context, c changes, res *Applied) error {
 	if len(c.pg) > 0 {
-		if err := a.applyPG(ctx, c.pg, c.restart); err != nil {
+		if err := a.applyPG(ctx, c.pg); err != nil {
 			return err
 		}
 	}
@@ -555,6 +565,11 @@ func (a *Applier) change(ctx context.Context, c changes, res *Applied) error {
 			return fmt.Errorf("restarting the database server: %w", err)
 		}
 		res.Restarted = true
+		// The server is a new process: locate it again before the
+		// settings connection names it.
+		a.mu.Lock()
+		a.ep = nil
+		a.mu.Unlock()
 		// A server that let go of huge pages when it stopped (or took
 		// them when it started) moved the pools: read them again.
 		if err := a.reread(c.kernel); err != nil {
@@ -565,9 +580,6 @@ func (a *Applier) change(ctx context.Context, c changes, res *Applied) error {
 		if err := a.applyMySQLGlobal(ctx, c.mysql); err != nil {
 			return err
 		}
-	}
-	if len(c.pg) > 0 && !c.restart {
-		return a.reloadPG(ctx)
 	}
 	return nil
 }

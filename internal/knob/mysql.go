@@ -3,33 +3,16 @@ package knob
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-
-	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/dbhost/dbhost/internal/engine"
 	enginemysql "github.com/dbhost/dbhost/internal/engine/mysql"
-	"github.com/dbhost/dbhost/internal/host"
-)
-
-// Journal kinds of MySQL/MariaDB changes.
-const (
-	// KindMySQLGlobal is a SET GLOBAL: the variable's old value.
-	KindMySQLGlobal = "mysql.global"
-	// KindMySQLOptionFile is the option file dbhost adds to the server's
-	// !includedir for variables that are not dynamic.
-	KindMySQLOptionFile = "mysql.optfile"
 )
 
 // OptionFileName is the file dbhost writes into the server's last
@@ -59,8 +42,6 @@ type myServer struct {
 	pidFile         string
 }
 
-func (s myServer) key() string { return s.addr + "|" + s.user }
-
 // myConnect opens the target's located server and reads where its data
 // lives.
 func (a *Applier) myConnect(ctx context.Context) (*sql.DB, myServer, error) {
@@ -89,7 +70,6 @@ func (a *Applier) myConnect(ctx context.Context) (*sql.DB, myServer, error) {
 		db.Close()
 		return nil, s, fmt.Errorf("the connection reaches the server of %s, not of %s", s.dataDir, a.t.DataDir)
 	}
-	registerPassword(s.key(), t.Password)
 	return db, s, nil
 }
 
@@ -101,7 +81,7 @@ func (a *Applier) planMySQL(ctx context.Context, items []*item) (restart bool, e
 		return false, fmt.Errorf("%s: %w", items[0].Name, err)
 	}
 	defer db.Close()
-	if err := checkRecoveryLogin(ctx, srv); err != nil {
+	if err := a.checkRecoveryLogin(ctx, engine.MySQL); err != nil {
 		return false, err
 	}
 	var errs []error
@@ -293,93 +273,37 @@ func (v *myVar) same(got string) bool {
 	return strings.EqualFold(strings.TrimSpace(want), strings.TrimSpace(got))
 }
 
-// mysqlGlobal is the journal data of KindMySQLGlobal. No password: the
-// undo logs in as dbhost does without one (socket authentication or
-// ~/.my.cnf), or, in the process that made the change, with the one given.
-type mysqlGlobal struct {
-	Net      string `json:"net"`
-	Addr     string `json:"addr"`
-	User     string `json:"user"`
-	DataDir  string `json:"data_dir"`
-	Variable string `json:"variable"`
-	Old      string `json:"old"`
-	Type     string `json:"type,omitempty"`
-	// Started is when the server started (Unix seconds): a server started
-	// later has lost the SET GLOBAL, so there is nothing to undo.
-	Started int64 `json:"started"`
-}
+// mySetWait bounds the wait for a SET GLOBAL to show: the statement is
+// synchronous, so a value that does not show at once was clamped or
+// refused, which the read-back reports with the server's warnings.
+const mySetWait = 2 * time.Second
 
-// applyMySQLGlobal journals each dynamic variable's old value and sets it.
+// applyMySQLGlobal sets each dynamic variable through the change layer
+// (kind db-setting: SET GLOBAL on the engine profile's connection to the
+// located server).
 func (a *Applier) applyMySQLGlobal(ctx context.Context, items []*item) error {
-	db, srv, err := a.myConnect(ctx)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	conn, err := db.Conn(ctx)
+	conn, ref, err := a.settings(ctx, engine.MySQL)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	uptime, err := myUptime(ctx, conn)
-	if err != nil {
-		return fmt.Errorf("reading the server's uptime: %w", err)
-	}
-	started := time.Now().Unix() - uptime
 	for _, it := range items {
 		v := it.mysql
 		if v.readOnly {
 			continue
 		}
-		var old sql.NullString
-		if err := conn.QueryRowContext(ctx, "SELECT @@GLOBAL."+myIdent(v.name)).Scan(&old); err != nil {
-			return fmt.Errorf("%s: %w", it.Name, err)
+		sctx, cancel := context.WithTimeout(ctx, mySetWait)
+		_, err := a.c.Setting(sctx, conn, ref, v.name, v.want, false)
+		late := sctx.Err() != nil
+		cancel()
+		if w, ok := conn.(interface{ Warnings() string }); ok {
+			it.mysqlWarn = w.Warnings()
 		}
-		if !old.Valid {
-			return fmt.Errorf("%s: its present value is NULL, which SET GLOBAL cannot put back", it.Name)
-		}
-		data := mysqlGlobal{Net: srv.net, Addr: srv.addr, User: srv.user, DataDir: srv.dataDir,
-			Variable: v.name, Old: old.String, Type: v.vtype, Started: started}
-		if err := a.c.Journal().Record(KindMySQLGlobal, fmt.Sprintf("MySQL %s: SET GLOBAL %s", srv.dataDir, v.name), data); err != nil {
-			return fmt.Errorf("%s: journaling: %w", it.Name, err)
-		}
-		if _, err := conn.ExecContext(ctx, "SET GLOBAL "+myIdent(v.name)+" = ?", v.arg); err != nil {
+		if err != nil && !late {
 			return fmt.Errorf("%s: the server refused %q: %w", it.Name, it.Value, err)
-		}
-		if w := myWarnings(ctx, conn); w != "" {
-			it.mysqlWarn = w
 		}
 	}
 	return nil
-}
-
-// myUptime reads the server's uptime in seconds.
-func myUptime(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}) (int64, error) {
-	var name string
-	var uptime int64
-	err := q.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Uptime'").Scan(&name, &uptime)
-	return uptime, err
-}
-
-// myWarnings returns the warnings of the last statement (a value the
-// server clamped says so only here).
-func myWarnings(ctx context.Context, conn *sql.Conn) string {
-	rows, err := conn.QueryContext(ctx, "SHOW WARNINGS")
-	if err != nil {
-		return ""
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var level, msg string
-		var code int
-		if rows.Scan(&level, &code, &msg) == nil {
-			out = append(out, msg)
-		}
-	}
-	return strings.Join(out, "; ")
 }
 
 // readBackMySQL reads every variable on a new connection.
@@ -431,159 +355,4 @@ func (a *Applier) currentMySQL(ctx context.Context, names []string) (map[string]
 		out[n] = v.String
 	}
 	return out, errors.Join(errs...)
-}
-
-// recoveryLogins lists the logins an undo tries, in order: the password
-// this process was given (kept in memory only), ~/.my.cnf, and socket
-// authentication as the recorded and as the invoking user.
-func recoveryLogins(h *host.Host, key, recorded string) []*gomysql.Config {
-	var out []*gomysql.Config
-	add := func(u, pw string) {
-		for _, c := range out {
-			if c.User == u && c.Passwd == pw {
-				return
-			}
-		}
-		c := gomysql.NewConfig()
-		c.User, c.Passwd = u, pw
-		out = append(out, c)
-	}
-	if pw := passwordFor(key); pw != "" {
-		add(recorded, pw)
-	}
-	u, pw, src := enginemysql.ClientCredentials(h)
-	if src != "" {
-		add(u, pw)
-	}
-	add(recorded, "")
-	if cur, err := user.Current(); err == nil {
-		add(cur.Username, "")
-	}
-	return out
-}
-
-// recoveryConnect logs in to a server for an undo and checks it is the
-// one of dataDir. gone is true when no such server answers there (then a
-// SET GLOBAL has been lost with it and there is nothing to undo).
-func recoveryConnect(ctx context.Context, netw, addr, usr, dataDir string) (db *sql.DB, gone bool, err error) {
-	h, err := host.Open("/")
-	if err != nil {
-		return nil, false, err
-	}
-	ep, gone, err := recoveryEndpoint(ctx, h, netw, addr, dataDir)
-	if gone || err != nil {
-		return nil, gone, err
-	}
-	var errs []string
-	for _, c := range recoveryLogins(h, addr+"|"+usr, usr) {
-		ep.User, ep.Password = c.User, c.Passwd
-		db, err := enginemysql.OpenEndpoint(ep, "", myTimeout)
-		if err != nil {
-			return nil, false, err
-		}
-		var dir string
-		err = db.QueryRowContext(ctx, "SELECT @@datadir").Scan(&dir)
-		if err == nil {
-			if dataDir != "" && !samePath(filepath.Clean(dir), dataDir) {
-				db.Close()
-				return nil, true, nil // another server now answers there
-			}
-			return db, false, nil
-		}
-		db.Close()
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return nil, true, nil // nothing listens: the server is down
-		}
-		how := "no password"
-		if c.Passwd != "" {
-			how = "password"
-		}
-		errs = append(errs, fmt.Sprintf("as %s (%s): %v", c.User, how, err))
-	}
-	return nil, false, errors.New(strings.Join(errs, "; "))
-}
-
-// recoveryEndpoint locates the server at a journaled address: the one
-// discovered on this host that listens there (engine.Locate), which must
-// be the server of dataDir. No login goes to another process: a server
-// that is down, or another process at its address, is gone.
-func recoveryEndpoint(ctx context.Context, h *host.Host, netw, addr, dataDir string) (ep engine.Endpoint, gone bool, err error) {
-	ep = engine.Endpoint{Engine: engine.MySQL, Host: addr}
-	if netw != "unix" {
-		hostName, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return ep, false, fmt.Errorf("journal entry names address %q: %w", addr, err)
-		}
-		ep.Host = hostName
-		ep.Port, _ = strconv.Atoi(port)
-	} else if _, err := os.Stat(addr); errors.Is(err, os.ErrNotExist) {
-		return ep, true, nil
-	}
-	ep, err = engine.Locate(ctx, h, ep)
-	var wrong *engine.WrongServerError
-	switch {
-	case errors.As(err, &wrong), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
-		return ep, true, nil
-	case err != nil:
-		return ep, false, err
-	}
-	if in := ep.Instance(); dataDir != "" && in.DataDir != "" && !samePath(filepath.Clean(in.DataDir), dataDir) {
-		return ep, true, nil // another server now answers there
-	}
-	return ep, false, nil
-}
-
-// checkRecoveryLogin makes sure a later `recover` could log in without the
-// password given now: a change nobody can undo after a crash is not made.
-func checkRecoveryLogin(ctx context.Context, srv myServer) error {
-	c, cancel := context.WithTimeout(ctx, myTimeout)
-	defer cancel()
-	// The in-memory password does not survive a crash: test without it.
-	inproc.Lock()
-	pw := inproc.password[srv.key()]
-	delete(inproc.password, srv.key())
-	inproc.Unlock()
-	defer registerPassword(srv.key(), pw)
-	db, gone, err := recoveryConnect(c, srv.net, srv.addr, srv.user, srv.dataDir)
-	if err == nil && gone {
-		err = errors.New("the server did not answer")
-	}
-	if err != nil {
-		return fmt.Errorf("mysql: after a crash, `dbhost experiment recover` must log in to undo changes, without a password kept anywhere (socket authentication, or [client] user and password in root's ~/.my.cnf), and that fails: %v", err)
-	}
-	db.Close()
-	return nil
-}
-
-func undoMySQLGlobal(raw json.RawMessage) error {
-	var d mysqlGlobal
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return err
-	}
-	if !mysqlName.MatchString(d.Variable) {
-		return fmt.Errorf("journal entry names variable %q", d.Variable)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db, gone, err := recoveryConnect(ctx, d.Net, d.Addr, d.User, d.DataDir)
-	if gone {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("connect to %s to set %s back to %q: %w", d.Addr, d.Variable, d.Old, err)
-	}
-	defer db.Close()
-	if uptime, err := myUptime(ctx, db); err == nil {
-		if started := time.Now().Unix() - uptime; started > d.Started+2 {
-			return nil // restarted since: the SET GLOBAL is gone
-		}
-	}
-	v := &myVar{name: d.Variable, vtype: d.Type}
-	if err := v.check(d.Old); err != nil {
-		v.arg = d.Old
-	}
-	if _, err := db.ExecContext(ctx, "SET GLOBAL "+myIdent(d.Variable)+" = ?", v.arg); err != nil {
-		return fmt.Errorf("SET GLOBAL %s = %q: %w", d.Variable, d.Old, err)
-	}
-	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/knob"
 	"github.com/dbhost/dbhost/internal/testdb"
@@ -123,11 +124,9 @@ func TestMySQLRefused(t *testing.T) {
 // !includedir and takes a restart; the undo removes the file and restarts.
 func TestMySQLOptionFile(t *testing.T) {
 	integration(t)
-	dir, err := os.MkdirTemp("", "dbhost-mycnf-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	// root writes option files only where root alone can change them:
+	// not under the world-writable /tmp.
+	dir := testdb.RootOnlyDir(t, "dbhost-mycnf-")
 	confd := filepath.Join(dir, "conf.d")
 	if err := os.Mkdir(confd, 0o755); err != nil {
 		t.Fatal(err)
@@ -157,6 +156,7 @@ func TestMySQLOptionFile(t *testing.T) {
 	if got := global(t, s, "innodb_log_buffer_size"); got != "33554432" || global(t, s, "max_connections") != "88" {
 		t.Errorf("innodb_log_buffer_size = %s, max_connections = %s", got, global(t, s, "max_connections"))
 	}
+	onlyChangeKinds(t, j, change.KindSetting, change.KindFile, change.KindRestart)
 	opt := filepath.Join(confd, knob.OptionFileName)
 	if b, err := os.ReadFile(opt); err != nil || !strings.Contains(string(b), "innodb_log_buffer_size = 32M") {
 		t.Errorf("%s: %q, %v", opt, b, err)

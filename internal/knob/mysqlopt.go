@@ -2,14 +2,16 @@ package knob
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/safefile"
 )
 
 // Variables that are not dynamic are set by an option file dbhost adds and
@@ -17,15 +19,6 @@ import (
 // directory (Debian's /etc/mysql/mariadb.conf.d, a --defaults-file that
 // includes one) and the variable is not given on its command line, which
 // would win over any file. dbhost never edits an existing option file.
-
-// mysqlOptionFile is the journal data of KindMySQLOptionFile.
-type mysqlOptionFile struct {
-	DataDir     string    `json:"data_dir"`
-	PIDFile     string    `json:"pid_file"`
-	File        fileState `json:"file"`
-	RestartArgv []string  `json:"restart_argv,omitempty"`
-	RestartUser string    `json:"restart_user,omitempty"`
-}
 
 var mysqlServerComms = []string{"mariadbd", "mysqld"}
 
@@ -90,8 +83,10 @@ func mysqlInstance(ctx context.Context, h *host.Host, pid int) (*engine.Instance
 	return nil, fmt.Errorf("the server process %d could not be described: %s", pid, strings.Join(notes, "; "))
 }
 
-// applyMySQLFile journals the option file as it is, then writes the
-// static variables into it.
+// applyMySQLFile writes the static variables into dbhost's option file
+// through the change layer (kind file, allowed as a file of the server's
+// included directory), after journaling the restart that makes the
+// server read its options again once the file is put back.
 func (a *Applier) applyMySQLFile(ctx context.Context, items []*item) error {
 	var static []*item
 	for _, it := range items {
@@ -111,38 +106,35 @@ func (a *Applier) applyMySQLFile(ctx context.Context, items []*item) error {
 	if err != nil {
 		return err
 	}
-	fs, err := readFileState(path)
-	if err != nil {
+	dir := filepath.Dir(path)
+	if err := a.c.Config().TrustedDir(dir); err != nil {
 		return err
 	}
-	data := mysqlOptionFile{DataDir: srv.dataDir, PIDFile: srv.pidFile, File: fs,
-		RestartArgv: a.t.RestartArgv, RestartUser: a.t.RestartUser}
-	if err := a.c.Journal().Record(KindMySQLOptionFile, "MySQL "+srv.dataDir+": "+path, data); err != nil {
-		return fmt.Errorf("journaling %s: %w", path, err)
+	content := optionFile(static)
+	f := change.FileWrite{Root: "/", Path: path, Content: content, Mode: 0o644,
+		NewSum: safefile.Sum([]byte(content)), IncludeDirs: []string{dir}}
+	switch old, err := a.h.ReadFile(path); {
+	case err == nil:
+		f.Exists, f.Sum = true, safefile.Sum(old)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("reading %s: %w", path, err)
 	}
-	var b strings.Builder
-	b.WriteString("# Written by dbhost experiment for variables that need a restart;\n# removed when the experiment ends (or by `dbhost experiment recover`).\n[mysqld]\n")
-	for _, it := range static {
-		fmt.Fprintf(&b, "%s = %s\n", it.mysql.name, it.Value)
+	r, _ := a.restarter()
+	if err := a.c.RestartOnUndo(r); err != nil {
+		return fmt.Errorf("journaling the restart: %w", err)
 	}
-	want := fileState{Path: path, Exists: true, Content: b.String(), Mode: 0o644}
-	if _, err := want.restore(); err != nil {
+	if err := a.c.File(f); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
 }
 
-// undoMySQLOptionFile puts the option file back (removes dbhost's) and
-// restarts the server unless it has been started since.
-func undoMySQLOptionFile(raw json.RawMessage) error {
-	var d mysqlOptionFile
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return err
+// optionFile is dbhost's option file setting the static variables.
+func optionFile(static []*item) string {
+	var b strings.Builder
+	b.WriteString("# Written by dbhost experiment for variables that need a restart;\n# removed when the experiment ends (or by `dbhost experiment recover`).\n[mysqld]\n")
+	for _, it := range static {
+		fmt.Fprintf(&b, "%s = %s\n", it.mysql.name, it.Value)
 	}
-	if filepath.Base(d.File.Path) != OptionFileName || !filepath.IsAbs(d.File.Path) {
-		return fmt.Errorf("journal entry names %q: not dbhost's option file", d.File.Path)
-	}
-	srv := serverFiles{dataDir: d.DataDir, pidFile: d.PIDFile, comms: mysqlServerComms,
-		restartArgv: d.RestartArgv, restartUser: d.RestartUser}
-	return srv.restore(d.File, true)
+	return b.String()
 }

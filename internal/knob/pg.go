@@ -2,24 +2,23 @@ package knob
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/engine"
+	enginemysql "github.com/dbhost/dbhost/internal/engine/mysql"
 	"github.com/dbhost/dbhost/internal/engine/postgres"
 	"github.com/dbhost/dbhost/internal/host"
 )
-
-// KindPGAutoconf is the journal kind of a PostgreSQL parameter change: the
-// data directory's postgresql.auto.conf as it was before ALTER SYSTEM.
-const KindPGAutoconf = "pg.autoconf"
 
 const (
 	pgConnectTimeout = 10 * time.Second
@@ -27,23 +26,6 @@ const (
 	// pg_reload_conf only signals the postmaster.
 	pgReloadWait = 15 * time.Second
 )
-
-var pgServerComms = []string{"postgres", "postmaster"}
-
-// pgAutoconf is the journal data of KindPGAutoconf: all an undo needs, in
-// a new process, without a connection.
-type pgAutoconf struct {
-	DataDir string    `json:"data_dir"`
-	File    fileState `json:"file"`
-	// PostmasterPID is the server's PID when the change was made (for
-	// people reading the journal; the undo reads postmaster.pid again).
-	PostmasterPID int `json:"postmaster_pid,omitempty"`
-	// Restart says a parameter that takes effect only at server start was
-	// changed: the undo restarts the server, not only reloads it.
-	Restart     bool     `json:"restart"`
-	RestartArgv []string `json:"restart_argv,omitempty"`
-	RestartUser string   `json:"restart_user,omitempty"`
-}
 
 // pgConnect opens a new session on the target's located server, as the
 // target's user (a superuser).
@@ -97,6 +79,9 @@ func (a *Applier) planPG(ctx context.Context, items []*item) (restart bool, err 
 	if _, err := a.pgDataDir(ctx, c); err != nil {
 		return false, err
 	}
+	if err := a.checkRecoveryLogin(ctx, engine.Postgres); err != nil {
+		return false, err
+	}
 	var errs []error
 	for _, it := range items {
 		p, err := lookupPG(ctx, c, strings.TrimPrefix(it.Name, "pg."))
@@ -144,6 +129,12 @@ func (p *pgParam) check(value string, canRestart bool) error {
 	case "database", "user", "database user":
 		return fmt.Errorf("set per %s (ALTER %s ... SET), which overrides ALTER SYSTEM in those sessions", p.source, strings.ToUpper(strings.Fields(p.source)[0]))
 	}
+	if lv := strings.ToLower(p.setting); strings.Contains(lv, "password") || strings.Contains(lv, "passphrase") {
+		return errors.New("its present value holds a password: dbhost does not copy secrets into its journal, so it does not change this parameter")
+	}
+	if listQuote[strings.ToLower(p.name)] && strings.Contains(value, ",") {
+		return errors.New("a list whose elements the server quotes: set it in a configuration file, not with ALTER SYSTEM through dbhost")
+	}
 	w, err := p.normalize(value)
 	if err != nil {
 		return err
@@ -170,59 +161,160 @@ func checkAutoconf(content string) error {
 	return nil
 }
 
-// applyPG journals postgresql.auto.conf, then runs ALTER SYSTEM for every
-// parameter.
-func (a *Applier) applyPG(ctx context.Context, items []*item, restart bool) error {
-	c, err := a.pgConnect(ctx)
+// applyPG changes every parameter through the change layer (kind
+// db-setting: ALTER SYSTEM and a reload on the engine profile's connection
+// to the located server). When a parameter read only at start changes, a
+// restart is journaled first, so that the undo restarts the server after
+// the parameters are put back.
+func (a *Applier) applyPG(ctx context.Context, items []*item) error {
+	if err := a.checkPGAutoconf(ctx); err != nil {
+		return err
+	}
+	conn, ref, err := a.settings(ctx, engine.Postgres)
 	if err != nil {
 		return err
 	}
-	defer c.Close(context.Background())
-	dir, err := a.pgDataDir(ctx, c)
-	if err != nil {
+	defer conn.Close()
+	if err := a.pgRestartOnUndo(items); err != nil {
 		return err
-	}
-	fs, err := readFileState(filepath.Join(dir, "postgresql.auto.conf"))
-	if err != nil {
-		return fmt.Errorf("reading postgresql.auto.conf: %w", err)
-	}
-	if err := checkAutoconf(fs.Content); err != nil {
-		return err
-	}
-	h := a.h
-	data := pgAutoconf{DataDir: dir, File: fs, RestartArgv: a.t.RestartArgv, RestartUser: a.t.RestartUser,
-		PostmasterPID: serverProcess(h, readPIDFile(h, filepath.Join(dir, "postmaster.pid")), dir, pgServerComms...)}
-	names := make([]string, len(items))
-	for i, it := range items {
-		names[i] = it.Name
-		if it.pg.needsRestart() && it.pg.changes() {
-			data.Restart = true
-		}
-	}
-	if err := a.c.Journal().Record(KindPGAutoconf, "PostgreSQL "+dir+": "+strings.Join(names, ", "), data); err != nil {
-		return fmt.Errorf("journaling postgresql.auto.conf: %w", err)
 	}
 	for _, it := range items {
 		p := it.pg
-		q := "ALTER SYSTEM SET " + pgx.Identifier(strings.Split(p.name, ".")).Sanitize() + " = " + pgValueList(p.name, it.Value)
-		if _, err := c.Exec(ctx, q); err != nil {
+		sctx, cancel := context.WithTimeout(ctx, pgReloadWait)
+		_, err := a.c.Setting(sctx, conn, ref, strings.ToLower(p.name), it.Value, p.needsRestart())
+		cancel()
+		if err != nil {
 			return fmt.Errorf("%s: the server refused %q: %w", it.Name, it.Value, err)
 		}
 	}
 	return nil
 }
 
-func (a *Applier) reloadPG(ctx context.Context) error {
+// checkPGAutoconf refuses a server whose postgresql.auto.conf holds a
+// password (checkAutoconf).
+func (a *Applier) checkPGAutoconf(ctx context.Context) error {
 	c, err := a.pgConnect(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.Close(context.Background())
-	var ok bool
-	if err := c.QueryRow(ctx, "SELECT pg_reload_conf()").Scan(&ok); err != nil || !ok {
-		return fmt.Errorf("pg_reload_conf: %v", err)
+	dir, err := a.pgDataDir(ctx, c)
+	c.Close(context.Background())
+	if err != nil {
+		return err
+	}
+	b, err := a.h.ReadFile(filepath.Join(dir, "postgresql.auto.conf"))
+	if err != nil {
+		return fmt.Errorf("reading postgresql.auto.conf: %w", err)
+	}
+	return checkAutoconf(string(b))
+}
+
+// pgRestartOnUndo journals the restart an undo needs when a parameter
+// read only at start changes, and notes those parameters for the
+// in-process undo (pendingRestart).
+func (a *Applier) pgRestartOnUndo(items []*item) error {
+	if slices.ContainsFunc(items, func(it *item) bool { return it.pg.needsRestart() && it.pg.changes() }) {
+		r, _ := a.restarter()
+		if err := a.c.RestartOnUndo(r); err != nil {
+			return fmt.Errorf("journaling the restart: %w", err)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, it := range items {
+		if it.pg.needsRestart() {
+			if a.restartParams == nil {
+				a.restartParams = map[string]bool{}
+			}
+			a.restartParams[strings.ToLower(it.pg.name)] = true
+		}
 	}
 	return nil
+}
+
+// settings opens the engine profile's settings connection to the
+// target's located server, logging in as the target does (the password
+// goes only to that server: the profile's dial verifies it).
+func (a *Applier) settings(ctx context.Context, e engine.Engine) (engine.SettingsConn, change.ServerRef, error) {
+	ep, ref, err := a.located(ctx, e)
+	if err != nil {
+		return nil, ref, err
+	}
+	opts := a.c.Config().Engine
+	opts.NoConnect = false
+	if opts.Timeout <= 0 {
+		opts.Timeout = pgConnectTimeout
+	}
+	if e == engine.Postgres {
+		opts.PGDSN = pgDSN(ep)
+	} else {
+		cfg, err := enginemysql.EndpointConfig(ep, "", myTimeout)
+		if err != nil {
+			return nil, ref, err
+		}
+		opts.MySQLDSN = cfg.FormatDSN()
+	}
+	conn, err := engine.OpenSettings(ctx, a.h, ep.Instance(), opts)
+	return conn, ref, err
+}
+
+// located is the target's endpoint and the server it reaches, as the
+// change layer's journal names it.
+func (a *Applier) located(ctx context.Context, e engine.Engine) (engine.Endpoint, change.ServerRef, error) {
+	ep, err := a.endpoint(ctx, e)
+	if err != nil {
+		return ep, change.ServerRef{}, err
+	}
+	in := ep.Instance()
+	if in == nil {
+		return ep, change.ServerRef{}, engine.ErrNotLocated
+	}
+	return ep, change.ServerRef{Engine: string(in.Engine), Name: in.Name(), DataDir: in.DataDir, Port: in.Port,
+		PID: in.PID, Start: change.StartTime(a.h, in.PID)}, nil
+}
+
+// checkRecoveryLogin makes sure the undo could log in without the
+// password given now, as the change layer's undo does (Config.Dial): a
+// change nobody can undo after a crash is not made.
+func (a *Applier) checkRecoveryLogin(ctx context.Context, e engine.Engine) error {
+	_, ref, err := a.located(ctx, e)
+	if err != nil {
+		return err
+	}
+	c, cancel := context.WithTimeout(ctx, myTimeout)
+	defer cancel()
+	conn, err := a.c.Config().Dial(c, ref)
+	if err != nil {
+		how := "peer or trust authentication, or root's ~/.pgpass"
+		if e == engine.MySQL {
+			how = "socket authentication, or [client] user and password in root's ~/.my.cnf"
+		}
+		return fmt.Errorf("%s: after a crash, `dbhost experiment recover` must log in to undo changes, without a password kept anywhere (%s), and that fails: %v", e, how, err)
+	}
+	conn.Close()
+	return nil
+}
+
+// pgDSN is the endpoint as a connection string (keyword=value, values
+// quoted).
+func pgDSN(ep engine.Endpoint) string {
+	q := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
+	db := ep.DB
+	if db == "" {
+		db = "postgres"
+	}
+	port := ep.Port
+	if port == 0 {
+		port = 5432
+	}
+	parts := []string{"host='" + q.Replace(ep.Host) + "'", "port=" + strconv.Itoa(port), "dbname='" + q.Replace(db) + "'"}
+	if ep.User != "" {
+		parts = append(parts, "user='"+q.Replace(ep.User)+"'")
+	}
+	if ep.Password != "" {
+		parts = append(parts, "password='"+q.Replace(ep.Password)+"'")
+	}
+	return strings.Join(parts, " ")
 }
 
 // readBackPG reads every parameter on new connections until all show the
@@ -338,25 +430,4 @@ func (a *Applier) currentPG(ctx context.Context, names []string) (map[string]str
 		out[n] = *v
 	}
 	return out, errors.Join(errs...)
-}
-
-// undoPGAutoconf puts postgresql.auto.conf back and makes the server use
-// it again: a restart when a start-time parameter was changed and the
-// server has not been started since the file was restored, else a SIGHUP
-// to the postmaster. A server that is not running needs neither: it reads
-// the file when it starts.
-func undoPGAutoconf(raw json.RawMessage) error {
-	var d pgAutoconf
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return err
-	}
-	if !filepath.IsAbs(d.DataDir) || d.File.Path != filepath.Join(d.DataDir, "postgresql.auto.conf") {
-		return fmt.Errorf("journal entry names %q in %q: not a data directory's postgresql.auto.conf", d.File.Path, d.DataDir)
-	}
-	if _, err := os.Stat(d.DataDir); errors.Is(err, os.ErrNotExist) {
-		return nil // the cluster is gone: nothing to restore
-	}
-	srv := serverFiles{dataDir: d.DataDir, pidFile: filepath.Join(d.DataDir, "postmaster.pid"), comms: pgServerComms,
-		restartArgv: d.RestartArgv, restartUser: d.RestartUser}
-	return srv.restore(d.File, d.Restart)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/knob"
 	"github.com/dbhost/dbhost/internal/testdb"
@@ -283,6 +284,7 @@ func TestPGRecoverNewProcess(t *testing.T) {
 	if show(t, s, "max_locks_per_transaction") != "256" {
 		t.Fatal("not applied")
 	}
+	onlyChangeKinds(t, j, change.KindSetting, change.KindRestart)
 	recoverInNewProcess(t, file)
 	if got := autoconf(t, s); got != before {
 		t.Errorf("postgresql.auto.conf after recover:\n%s", got)

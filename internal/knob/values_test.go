@@ -219,3 +219,26 @@ func TestMySQLSame(t *testing.T) {
 		}
 	}
 }
+
+// A parameter whose present value holds a password is not changed: the
+// change layer journals the present value.
+func TestPGCheckRefusesSecret(t *testing.T) {
+	p := &pgParam{name: "primary_conninfo", vartype: "string", context: "sighup", source: "configuration file",
+		setting: "host=db1 user=rep password=s3cret"}
+	err := p.check("host=db2", true)
+	if err == nil || !strings.Contains(err.Error(), "holds a password") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("check: %v", err)
+	}
+	p.setting = "host=db1 user=rep"
+	if err := p.check("host=db2", true); err != nil {
+		t.Errorf("check without a secret: %v", err)
+	}
+	// A list the server quotes element by element is refused whole.
+	sp := &pgParam{name: "search_path", vartype: "string", context: "user", source: "default", setting: `"$user", public`}
+	if err := sp.check("a, b", true); err == nil || !strings.Contains(err.Error(), "a list") {
+		t.Errorf("search_path with two elements: %v", err)
+	}
+	if err := sp.check("a", true); err != nil {
+		t.Errorf("search_path with one element: %v", err)
+	}
+}

@@ -27,7 +27,14 @@ func (detector) OpenSettings(ctx context.Context, h *host.Host, in *engine.Insta
 	return &settingsConn{db: db}, nil
 }
 
-type settingsConn struct{ db *sql.DB }
+type settingsConn struct {
+	db       *sql.DB
+	warnings string // of the last SET GLOBAL
+}
+
+// Warnings are the server's warnings of the last SET GLOBAL: a value it
+// clamped says so only there.
+func (s *settingsConn) Warnings() string { return s.warnings }
 
 func (s *settingsConn) Close()            { s.db.Close() }
 func (s *settingsConn) SavesItself() bool { return false }
@@ -94,8 +101,31 @@ func (s *settingsConn) set(ctx context.Context, key, value string) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.ExecContext(ctx, "SET GLOBAL "+key+" = "+lit)
-	return err
+	// One session: SHOW WARNINGS reads the statement before it.
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err = c.ExecContext(ctx, "SET GLOBAL "+key+" = "+lit); err != nil {
+		return err
+	}
+	s.warnings = ""
+	rows, err := c.QueryContext(ctx, "SHOW WARNINGS")
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var level, msg string
+		var code int
+		if rows.Scan(&level, &code, &msg) == nil {
+			out = append(out, msg)
+		}
+	}
+	s.warnings = strings.Join(out, "; ")
+	return nil
 }
 
 func (s *settingsConn) Change(ctx context.Context, key, value string, restart bool) error {

@@ -77,7 +77,7 @@ func (s *settingsConn) Get(ctx context.Context, key string) (engine.SettingState
 	if !gucName.MatchString(key) {
 		return engine.SettingState{}, fmt.Errorf("%q is not a setting name", key)
 	}
-	rows, err := s.query(ctx, `SELECT current_setting(name), context, source FROM pg_settings WHERE name = $1`, key)
+	rows, err := s.query(ctx, `SELECT current_setting(name), context, source FROM pg_settings WHERE lower(name) = $1`, key)
 	if err != nil {
 		return engine.SettingState{}, err
 	}
@@ -169,7 +169,7 @@ func (s *settingsConn) save(ctx context.Context, key string, value *string) erro
 // Applied: the value in effect comes from postgresql.auto.conf, or a
 // restart is pending for it.
 func (s *settingsConn) Applied(ctx context.Context, key, _ string, _ bool) (bool, bool, error) {
-	rows, err := s.query(ctx, `SELECT coalesce(sourcefile, ''), pending_restart FROM pg_settings WHERE name = $1`, key)
+	rows, err := s.query(ctx, `SELECT coalesce(sourcefile, ''), pending_restart FROM pg_settings WHERE lower(name) = $1`, key)
 	if err != nil {
 		return false, false, err
 	}
