@@ -49,6 +49,11 @@ func (u Unit) String() string { return "unit " + u.Name }
 
 func (u Unit) record() restartUndo { return restartUndo{Unit: u.Name} }
 
+// Run restarts the unit now, with systemctl found as cfg says (by
+// absolute path, a binary only root can change); for a caller that
+// restarts outside a change (an experiment's trial).
+func (u Unit) Run(ctx context.Context, cfg Config) error { return u.restart(ctx, cfg) }
+
 func (u Unit) restart(ctx context.Context, cfg Config) error {
 	switch {
 	case u.Name == "":

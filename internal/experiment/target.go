@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os/exec"
 	"path"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/engine"
 	enginemysql "github.com/dbhost/dbhost/internal/engine/mysql"
 	"github.com/dbhost/dbhost/internal/engine/postgres"
@@ -273,32 +273,14 @@ func serviceUnit(h *host.Host, pidFile string) (unit, why string) {
 }
 
 // restartUnit restarts a systemd service and waits until the server
-// accepts connections again.
+// answers; systemctl is found as the change layer finds it (by absolute
+// path, a binary only root can change), never through PATH.
 func restartUnit(ctx context.Context, unit string, ping func(context.Context) error) error {
-	out, err := exec.CommandContext(ctx, "systemctl", "restart", unit).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("systemctl restart %s: %v: %s", unit, err, strings.TrimSpace(string(out)))
-	}
-	return waitReady(ctx, ping, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, change.RestartLimit)
+	defer cancel()
+	return change.Unit{Name: unit, Allowed: true, Ready: ping}.Run(ctx, change.Config{})
 }
 
-func waitReady(ctx context.Context, ping func(context.Context) error, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		err := ping(ctx)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("server not ready after %s: %w", limit, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
 
 // embeddedServer creates the throwaway PostgreSQL cluster (journaled by
 // pgcluster before anything is created, so that Restore and Recover
