@@ -281,7 +281,6 @@ func restartUnit(ctx context.Context, unit string, ping func(context.Context) er
 	return change.Unit{Name: unit, Allowed: true, Ready: ping}.Run(ctx, change.Config{})
 }
 
-
 // embeddedServer creates the throwaway PostgreSQL cluster (journaled by
 // pgcluster before anything is created, so that Restore and Recover
 // remove it).
