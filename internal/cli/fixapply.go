@@ -16,7 +16,6 @@ import (
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/experiment"
 	"github.com/dbhost/dbhost/internal/fix"
-	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/plan"
 	"github.com/dbhost/dbhost/internal/results"
 	"github.com/dbhost/dbhost/internal/safefile"
@@ -81,7 +80,7 @@ func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, 
 	// Rollback and recovery log in to servers with the same credentials.
 	opts := apply.Options{StateDir: state, Engine: src.options().Engine, Systemctl: env.Systemctl}
 	// Two applies (or an apply and an experiment) never interleave.
-	release, err := journal.Lock(journal.HostLock)
+	release, err := lockHost(ctx, env, "dbhost fix")
 	if err != nil {
 		return fixFail(env, "host lock: %v", err)
 	}

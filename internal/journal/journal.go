@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -309,6 +310,11 @@ func Lock(name string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	return held(release), nil
+}
+
+// held counts an exclusive hold until its release.
+func held(release func()) func() {
 	lockMu.Lock()
 	exclusive++
 	lockMu.Unlock()
@@ -317,7 +323,51 @@ func Lock(name string) (func(), error) {
 		exclusive--
 		lockMu.Unlock()
 		release()
-	}, nil
+	}
+}
+
+// lockPoll is how often LockContext tries again while name is held.
+const lockPoll = 100 * time.Millisecond
+
+// LockContext is Lock for a command: when name is held elsewhere it calls
+// waiting once (to say so) and tries again until it gets the lock or ctx
+// is done. A blocking flock would not see ctx: Ctrl-C, which the command
+// catches, could not stop the wait. (Polling, it may lose the lock to a
+// later taker; tests, which share it, take it with Lock.)
+func LockContext(ctx context.Context, name string, waiting func()) (func(), error) {
+	f, err := openLock(name)
+	if err != nil {
+		return nil, err
+	}
+	fd := int(f.Fd())
+	var tick *time.Ticker
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, err
+		}
+		if tick == nil {
+			if waiting != nil {
+				waiting()
+			}
+			tick = time.NewTicker(lockPoll)
+			defer tick.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return held(func() {
+		unix.Flock(fd, unix.LOCK_UN)
+		f.Close()
+	}), nil
 }
 
 // LockShared takes name shared. When this process already holds it
@@ -333,6 +383,23 @@ func LockShared(name string) (func(), error) {
 }
 
 func flock(name string, how int) (func(), error) {
+	f, err := openLock(name)
+	if err != nil {
+		return nil, err
+	}
+	fd := int(f.Fd())
+	if err := unix.Flock(fd, how); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		unix.Flock(fd, unix.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// openLock opens name's lock file.
+func openLock(name string) (*os.File, error) {
 	file, err := lockFile(name)
 	if err != nil {
 		return nil, err
@@ -348,14 +415,7 @@ func flock(name string, how int) (func(), error) {
 		f.Close()
 		return nil, fmt.Errorf("lock %s: not a regular file of this user's", file)
 	}
-	if err := unix.Flock(fd, how); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() {
-		unix.Flock(fd, unix.LOCK_UN)
-		f.Close()
-	}, nil
+	return f, nil
 }
 
 // LockDir holds root's locks: a directory only root can write in, so that

@@ -1,0 +1,18 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dbhost/dbhost/internal/journal"
+)
+
+// lockHost takes the host lock for a command that changes the host (fix
+// --apply, --rollback, --recover, experiment and experiment recover), so
+// that no two of them interleave. While another holds it, it says so once
+// on stderr and waits; Ctrl-C ends the wait with nothing changed.
+func lockHost(ctx context.Context, env Env, cmd string) (func(), error) {
+	return journal.LockContext(ctx, journal.HostLock, func() {
+		fmt.Fprintf(env.Stderr, "%s: waiting for the host lock: another dbhost command (fix --apply, --rollback, --recover or an experiment) is changing this host\n", cmd)
+	})
+}
