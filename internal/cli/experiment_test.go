@@ -194,6 +194,10 @@ func pgSetting(t *testing.T, srv *testdb.Server, name string) string {
 func TestExperimentPostgresSighup(t *testing.T) {
 	integrationExperiment(t)
 	t.Parallel()
+	// The host lock first, handed over to the run, which takes it (a
+	// server started without it would hold it shared: the run would wait
+	// on its own test).
+	hj := testdb.JournalHandover(t)
 	srv := testdb.Postgres(t, testdb.Options{Settings: map[string]string{"fsync": "on"}}) // testdb turns it off
 	autoconf := filepath.Join(srv.DataDir, "postgresql.auto.conf")
 	before, err := os.ReadFile(autoconf)
@@ -202,9 +206,13 @@ func TestExperimentPostgresSighup(t *testing.T) {
 	}
 	dir := t.TempDir()
 	dsn := fmt.Sprintf("host=%s port=%d user=postgres", srv.Socket, srv.Port)
-	doc, out := runExperimentJSON(t, dir, "--pg", dsn,
-		"--arm", "base:", "--arm", "delay: pg.commit_delay=10000 pg.commit_siblings=0",
-		"--workload", "pgbench", "--clients", "4", "--scale", "2", "--duration", "2s", "--warmup", "1s", "--trials", "8")
+	var doc experimentJSON
+	var out string
+	hj.Unlocked(func() {
+		doc, out = runExperimentJSON(t, dir, "--pg", dsn,
+			"--arm", "base:", "--arm", "delay: pg.commit_delay=10000 pg.commit_siblings=0",
+			"--workload", "pgbench", "--clients", "4", "--scale", "2", "--duration", "2s", "--warmup", "1s", "--trials", "8")
+	})
 	if strings.Contains(out, "host=") {
 		t.Errorf("the connection string reached the output:\n%s", out)
 	}
@@ -263,14 +271,17 @@ func TestExperimentPostgresSighup(t *testing.T) {
 // gone and vm.swappiness is back.
 func TestExperimentEmbeddedSwappiness(t *testing.T) {
 	integrationExperiment(t)
-	j := testdb.Journal(t)
+	j := testdb.JournalHandover(t)
 	const orig = "30" // neither arm's value: a leftover would show
 	if err := j.Set("/proc/sys/vm/swappiness", orig); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	doc, _ := runExperimentJSON(t, dir, "--preset", "swappiness", "--shared-buffers", "128MB",
-		"--duration", "2s", "--warmup", "1s", "--trials", "8", "--calibrate", "3")
+	var doc experimentJSON
+	j.Unlocked(func() {
+		doc, _ = runExperimentJSON(t, dir, "--preset", "swappiness", "--shared-buffers", "128MB",
+			"--duration", "2s", "--warmup", "1s", "--trials", "8", "--calibrate", "3")
+	})
 	if len(doc.Arms) != 2 || doc.Arms[0].Knobs[0] != "vm.swappiness=60" || doc.Arms[1].Knobs[0] != "vm.swappiness=1" {
 		t.Fatalf("arms %+v", doc.Arms)
 	}
@@ -339,6 +350,7 @@ func postgresIn(t *testing.T, dir string) []int {
 func TestExperimentMariaDB(t *testing.T) {
 	integrationExperiment(t)
 	t.Parallel()
+	hj := testdb.JournalHandover(t) // before the server, as in TestExperimentPostgresSighup
 	srv := testdb.MariaDB(t, testdb.Options{})
 	dsn := "root@unix(" + srv.Socket + ")/"
 	cfg, err := mysql.ParseDSN(dsn)
@@ -360,10 +372,13 @@ func TestExperimentMariaDB(t *testing.T) {
 	}
 	before := variable()
 	dir := t.TempDir()
-	doc, _ := runExperimentJSON(t, dir, "--mysql", dsn,
-		"--arm", "flush: mysql.innodb_flush_log_at_trx_commit=1", "--arm", "lazy: mysql.innodb_flush_log_at_trx_commit=2",
-		"--script", "oltp_write_only", "--tables", "1", "--table-size", "10000", "--clients", "4",
-		"--duration", "2s", "--warmup", "1s", "--trials", "8")
+	var doc experimentJSON
+	hj.Unlocked(func() {
+		doc, _ = runExperimentJSON(t, dir, "--mysql", dsn,
+			"--arm", "flush: mysql.innodb_flush_log_at_trx_commit=1", "--arm", "lazy: mysql.innodb_flush_log_at_trx_commit=2",
+			"--script", "oltp_write_only", "--tables", "1", "--table-size", "10000", "--clients", "4",
+			"--duration", "2s", "--warmup", "1s", "--trials", "8")
+	})
 	switch *doc.Verdict {
 	case "better", "worse", "equivalent", "inconclusive":
 	default:
@@ -401,12 +416,17 @@ func TestExperimentRefusals(t *testing.T) {
 	}
 	// The host lock first (taken after the server's shared hold, it would
 	// wait on itself): should a refusal below fail, kernel knobs change.
-	testdb.Journal(t)
+	// The experiments take it themselves: it is handed over to them.
+	hj := testdb.JournalHandover(t)
 	srv := testdb.Postgres(t, testdb.Options{})
 	before, _ := os.ReadFile(filepath.Join(srv.DataDir, "postgresql.auto.conf"))
-	code, _, errs := runCLI(t, "experiment", "--journal", filepath.Join(dir, "j"), "--db", filepath.Join(dir, "db"),
-		"--pg", fmt.Sprintf("host=%s port=%d user=postgres", srv.Socket, srv.Port),
-		"--arm", "small: pg.shared_buffers=64MB", "--arm", "big: pg.shared_buffers=256MB", "--duration", "1s")
+	var code int
+	var errs string
+	hj.Unlocked(func() {
+		code, _, errs = runCLI(t, "experiment", "--journal", filepath.Join(dir, "j"), "--db", filepath.Join(dir, "db"),
+			"--pg", fmt.Sprintf("host=%s port=%d user=postgres", srv.Socket, srv.Port),
+			"--arm", "small: pg.shared_buffers=64MB", "--arm", "big: pg.shared_buffers=256MB", "--duration", "1s")
+	})
 	if code != ExitError || !strings.Contains(errs, "restart") {
 		t.Errorf("restart-only parameter without a restart method: exit %d\n%s", code, errs)
 	}
@@ -419,9 +439,11 @@ func TestExperimentRefusals(t *testing.T) {
 	if b, _ := os.ReadFile("/proc/sys/vm/dirty_bytes"); strings.TrimSpace(string(b)) != "0" {
 		t.Skip("this host limits dirty memory in bytes")
 	}
-	code, _, errs = runCLI(t, "experiment", "--journal", filepath.Join(dir, "j"), "--db", filepath.Join(dir, "db"),
-		"--pg", fmt.Sprintf("host=%s port=%d user=postgres", srv.Socket, srv.Port),
-		"--arm", "a: vm.dirty_bytes=268435456", "--arm", "b: vm.dirty_bytes=536870912", "--duration", "1s")
+	hj.Unlocked(func() {
+		code, _, errs = runCLI(t, "experiment", "--journal", filepath.Join(dir, "j"), "--db", filepath.Join(dir, "db"),
+			"--pg", fmt.Sprintf("host=%s port=%d user=postgres", srv.Socket, srv.Port),
+			"--arm", "a: vm.dirty_bytes=268435456", "--arm", "b: vm.dirty_bytes=536870912", "--duration", "1s")
+	})
 	t.Logf("refused: %s", errs)
 	if code != ExitError || !strings.Contains(errs, "refuses to write 0 back") {
 		t.Errorf("dirty_bytes on a ratio host: exit %d\n%s", code, errs)
@@ -470,11 +492,12 @@ func dbhostProcess(t *testing.T, log *bytes.Buffer, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// startSwappinessRun sets vm.swappiness to orig through the test journal
-// and starts, in a separate dbhost process, a swappiness experiment on a
+// swappinessRun sets vm.swappiness to orig through the test journal and
+// prepares, in a separate dbhost process, a swappiness experiment on a
 // throwaway cluster with 60-second trials (long enough to be interrupted).
-// The host lock is handed over to the recover commands, which take it.
-func startSwappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db string, log *bytes.Buffer, j *testdb.HostJournal) {
+// The caller starts it with the host lock handed over (the run, and the
+// recover commands after it, take it).
+func swappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db string, log *bytes.Buffer, j *testdb.HostJournal) {
 	t.Helper()
 	integrationExperiment(t)
 	j = testdb.JournalHandover(t)
@@ -486,9 +509,6 @@ func startSwappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db str
 	log = &bytes.Buffer{}
 	cmd = dbhostProcess(t, log, "experiment", "--preset", "swappiness", "--shared-buffers", "128MB",
 		"--duration", "60s", "--warmup", "1s", "--trials", "8", "--journal", jfile, "--db", db)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	return cmd, jfile, db, log, j
 }
 
@@ -498,16 +518,26 @@ func startSwappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db str
 // marks the experiment interrupted.
 func TestExperimentKill9Recover(t *testing.T) {
 	const orig = "30"
-	cmd, jfile, db, log, hj := startSwappinessRun(t, orig)
+	cmd, jfile, db, log, hj := swappinessRun(t, orig)
+	// The run, the kill and both recovers in one hand-over: each takes
+	// the host lock in turn.
+	hj.Unlocked(func() { kill9Recover(t, cmd, jfile, db, log, orig) })
+}
+
+func kill9Recover(t *testing.T, cmd *exec.Cmd, jfile, db string, log *bytes.Buffer, orig string) {
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	killed := false
-	t.Cleanup(func() {
+	// Whatever happened, leave nothing behind; the run ends before the
+	// test takes the host lock back (it would wait for the run).
+	t.Cleanup(func() { experiment.Recover(context.Background(), jfile, nil, nil) })
+	defer func() {
 		if !killed {
 			cmd.Process.Kill()
 			cmd.Wait()
 		}
-		// Whatever happened, leave nothing behind.
-		experiment.Recover(context.Background(), jfile, nil, nil)
-	})
+	}()
 	// Wait until the journal holds the knob change and a trial's measured
 	// run goes (pgbench -T 60, a child of dbhost; loading and warm-ups are
 	// pgbench too).
@@ -579,9 +609,7 @@ func TestExperimentKill9Recover(t *testing.T) {
 	// Recover in a new process, as after a crash.
 	var rlog bytes.Buffer
 	rc := dbhostProcess(t, &rlog, "experiment", "recover", "--journal", jfile, "--db", db)
-	var rerr error
-	hj.Unlocked(func() { rerr = rc.Run() })
-	if rerr != nil {
+	if rerr := rc.Run(); rerr != nil {
 		t.Fatalf("recover: %v\n%s", rerr, rlog.String())
 	}
 	t.Logf("recover:\n%s", rlog.String())
@@ -612,7 +640,7 @@ func TestExperimentKill9Recover(t *testing.T) {
 	// A second recover finds nothing to do.
 	var code int
 	var out string
-	hj.Unlocked(func() { code, out, _ = runCLI(t, "experiment", "recover", "--journal", jfile, "--db", db) })
+	code, out, _ = runCLI(t, "experiment", "recover", "--journal", jfile, "--db", db)
 	if code != ExitOK || !strings.Contains(out, "nothing to restore") {
 		t.Errorf("second recover: exit %d %q", code, out)
 	}
@@ -676,13 +704,18 @@ func childNamed(t *testing.T, parent int, name string, args ...string) bool {
 // and exits with 130 — no recover needed.
 func TestExperimentSIGTERM(t *testing.T) {
 	const orig = "30"
-	cmd, jfile, db, log, _ := startSwappinessRun(t, orig)
+	cmd, jfile, db, log, hj := swappinessRun(t, orig)
+	hj.Unlocked(func() { sigtermRun(t, cmd, jfile, db, log, orig) })
+}
+
+func sigtermRun(t *testing.T, cmd *exec.Cmd, jfile, db string, log *bytes.Buffer, orig string) {
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		experiment.Recover(context.Background(), jfile, nil, nil)
-	})
+	t.Cleanup(func() { experiment.Recover(context.Background(), jfile, nil, nil) })
+	defer cmd.Process.Kill() // before the test takes the host lock back
 	var clusterDir string
 	deadline := time.Now().Add(90 * time.Second)
 	for clusterDir == "" || !childNamed(t, cmd.Process.Pid, "pgbench", "-T", "60") {
