@@ -68,10 +68,12 @@ func TestExperimentHostLock(t *testing.T) {
 	before := treeListing(t, root)
 	snap := fixture.Path("baseline")
 	hj.Unlocked(func() {
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer cmd.Process.Kill() // before the test takes the host lock back
+		defer func() { // before the test takes the host lock back
+			if cmd.Process != nil {
+				cmd.Process.Kill()
+			}
+		}()
+		startWithHostLock(t, cmd, log)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		deadline := time.Now().Add(90 * time.Second)
@@ -100,7 +102,7 @@ func TestExperimentHostLock(t *testing.T) {
 		case <-time.After(60 * time.Second):
 			t.Fatalf("experiment still running 60s after SIGTERM:\n%s", log.String())
 		}
-		code, out, errs, _ = runFor(time.Minute, "fix", "--apply", "--from", snap, "--root", root)
+		code, out, errs, _ = runFor(20*time.Minute, "fix", "--apply", "--from", snap, "--root", root) // others may hold the lock
 		if code == ExitError || !strings.Contains(out, "applied change set ") {
 			t.Errorf("fix --apply after the experiment: exit %d\n%s%s", code, out, errs)
 		}

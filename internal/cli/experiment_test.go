@@ -512,6 +512,33 @@ func swappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db string, 
 	return cmd, jfile, db, log, j
 }
 
+// startWithHostLock starts a dbhost process that takes the host lock and
+// returns once it holds it: other tests on the machine may take the lock
+// first, so the time the process waits for it is not the test's to bound.
+func startWithHostLock(t *testing.T, cmd *exec.Cmd, log *bytes.Buffer) {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Minute)
+	for {
+		held, err := testdb.HostLockHolder(cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held {
+			return
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)); err != nil || strings.Contains(string(b), ") Z ") {
+			t.Fatalf("dbhost ended before it took the host lock:\n%s", log.String())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dbhost has not taken the host lock in 20 minutes:\n%s", log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // kill -9 in the middle of a trial leaves the host changed and the
 // throwaway cluster running; `dbhost experiment recover`, in a new
 // process, puts vm.swappiness back, stops and removes the cluster and
@@ -525,19 +552,17 @@ func TestExperimentKill9Recover(t *testing.T) {
 }
 
 func kill9Recover(t *testing.T, cmd *exec.Cmd, jfile, db string, log *bytes.Buffer, orig string) {
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	killed := false
 	// Whatever happened, leave nothing behind; the run ends before the
 	// test takes the host lock back (it would wait for the run).
 	t.Cleanup(func() { experiment.Recover(context.Background(), jfile, nil, nil) })
 	defer func() {
-		if !killed {
+		if !killed && cmd.Process != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
 		}
 	}()
+	startWithHostLock(t, cmd, log)
 	// Wait until the journal holds the knob change and a trial's measured
 	// run goes (pgbench -T 60, a child of dbhost; loading and warm-ups are
 	// pgbench too).
@@ -709,13 +734,15 @@ func TestExperimentSIGTERM(t *testing.T) {
 }
 
 func sigtermRun(t *testing.T, cmd *exec.Cmd, jfile, db string, log *bytes.Buffer, orig string) {
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { experiment.Recover(context.Background(), jfile, nil, nil) })
+	defer func() { // before the test takes the host lock back
+		if cmd.Process != nil {
+			cmd.Process.Kill()
+		}
+	}()
+	startWithHostLock(t, cmd, log)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { experiment.Recover(context.Background(), jfile, nil, nil) })
-	defer cmd.Process.Kill() // before the test takes the host lock back
 	var clusterDir string
 	deadline := time.Now().Add(90 * time.Second)
 	for clusterDir == "" || !childNamed(t, cmd.Process.Pid, "pgbench", "-T", "60") {

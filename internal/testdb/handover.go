@@ -1,9 +1,15 @@
 package testdb
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dbhost/dbhost/internal/journal"
 )
@@ -84,4 +90,28 @@ func (h *HostJournal) Unlocked(f func()) {
 		}
 	}()
 	f()
+}
+
+// HostLockHolder reports whether process pid holds the host lock, as
+// /proc/locks says: a test that hands the lock over to a dbhost process
+// knows when the process has it (other tests may have it first).
+func HostLockHolder(pid int) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(journal.LockDir, journal.HostLock+".lock"), &st); err != nil {
+		return false, err
+	}
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return false, err
+	}
+	// "1: FLOCK  ADVISORY  WRITE 2112 00:19:1234 0 EOF" (device in hex,
+	// inode); a waiter's line has "->" after the number.
+	file := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 6 && f[1] == "FLOCK" && f[3] == "WRITE" && f[4] == strconv.Itoa(pid) && f[5] == file {
+			return true, nil
+		}
+	}
+	return false, nil
 }
