@@ -292,10 +292,12 @@ func writeKnob(path, value string) error {
 	return cerr
 }
 
-// HostLock is the lock that everything changing this machine for tests
-// takes: fixture recording and tests that change kernel knobs take it
-// exclusively, tests that only start private servers take it shared (so a
-// recording never captures another test's servers).
+// HostLock is the lock that everything changing this machine takes: fix
+// --apply, --rollback, --recover and experiments (their recover too) take
+// it exclusively with LockContext; fixture recording and tests that change
+// kernel knobs exclusively with Lock; tests that only start private
+// servers take it shared (so a recording never captures another test's
+// servers).
 const HostLock = "dbhost-host"
 
 var (
