@@ -21,7 +21,6 @@ import (
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
@@ -49,7 +48,7 @@ type Env struct {
 	// servers, left out, count as the host's other processes.
 	Servers func(*facts.Instance) bool
 	// HostLock, when set, is how a command that changes the host takes the
-	// host lock (nil: journal.Lock(journal.HostLock)). Only code sets it: a
+	// host lock (nil: journal.LockContext on journal.HostLock, see lockHost). Only code sets it: a
 	// test that holds the lock runs its in-process commands under its own
 	// hold, so that no other suite's test changes the host in between.
 	HostLock func() (release func(), err error)
@@ -57,14 +56,6 @@ type Env struct {
 	// man pages' header, dbhost_build_info and snapshot manifests carry.
 	// Empty is a development build (devVersion).
 	Version string
-}
-
-// lockHost takes the host lock for a command that changes the host.
-func (env Env) lockHost() (func(), error) {
-	if env.HostLock != nil {
-		return env.HostLock()
-	}
-	return journal.Lock(journal.HostLock)
 }
 
 // devVersion is the version of a build that was not given one.

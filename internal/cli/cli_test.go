@@ -23,7 +23,7 @@ import (
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := Main(append([]string{"dbhost"}, args...), Env{Stdout: &out, Stderr: &errb})
+	code := Main(append([]string{"dbhost"}, args...), lent(t, Env{Stdout: &out, Stderr: &errb}))
 	return code, out.String(), errb.String()
 }
 

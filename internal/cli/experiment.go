@@ -63,7 +63,25 @@ See docs/experiment.md for knobs, plan files and the method.`
 			return ExitError
 		}
 		defer st.Close()
+		// One change at a time on the host: the run holds the host lock
+		// from before it restores an interrupted run's leftovers until it
+		// has put the host back, as fix --apply holds it. A plan that
+		// cannot run is refused first, without waiting for the lock.
+		if err := p.Validate(); err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost experiment:", err)
+			return ExitError
+		}
+		release, err := lockHost(ctx, env, "dbhost experiment")
+		if err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintln(env.Stderr, "dbhost experiment: interrupted while waiting for the host lock; nothing changed")
+				return ExitInterrupted
+			}
+			fmt.Fprintln(env.Stderr, "dbhost experiment: host lock:", err)
+			return ExitError
+		}
 		sum, runErr := experiment.Run(ctx, p, experiment.Options{Host: h, Store: st, Journal: f.journal, Log: env.Stderr, Bar: isTerminal(env.Stderr)})
+		release()
 		code := ExitOK
 		switch {
 		case errors.Is(runErr, experiment.ErrInterrupted) || (runErr != nil && ctx.Err() != nil):
@@ -149,7 +167,7 @@ func (a *app) experimentRecoverCmd() *cobra.Command {
 		}
 		// One recovery for the host: fix's change sets too, under the
 		// host lock that applies and experiments take.
-		release, err := env.lockHost()
+		release, err := lockHost(ctx, env, "dbhost experiment recover")
 		if err != nil {
 			fmt.Fprintln(env.Stderr, "dbhost experiment recover: host lock:", err)
 			return ExitError

@@ -20,7 +20,7 @@ func TestExperimentFindingEndToEnd(t *testing.T) {
 	if b, _ := os.ReadFile("/proc/sys/vm/dirty_bytes"); strings.TrimSpace(string(b)) != "0" {
 		testdb.Need(t, "a host that limits dirty memory as a ratio", false)
 	}
-	j := testdb.Journal(t)
+	j := lendingJournal(t)
 	for f, v := range map[string]string{"/proc/sys/vm/dirty_ratio": "40", "/proc/sys/vm/dirty_background_ratio": "30"} {
 		if err := j.Set(f, v); err != nil {
 			t.Fatal(err)
@@ -30,7 +30,8 @@ func TestExperimentFindingEndToEnd(t *testing.T) {
 	testdb.Need(t, "mem.dirty failing at 40 % / 30 %", code == ExitFindings && strings.Contains(out, "✗ mem.dirty"))
 
 	dir := t.TempDir()
-	doc, _ := runExperimentJSON(t, dir, "--finding", "mem.dirty", "--shared-buffers", "128MB",
+	var doc experimentJSON
+	doc, _ = runExperimentJSON(t, dir, "--finding", "mem.dirty", "--shared-buffers", "128MB",
 		"--duration", "2s", "--warmup", "1s", "--trials", "8")
 	if len(doc.Arms) != 2 || doc.Arms[0].Name != "now" || doc.Arms[1].Name != "fixed" ||
 		strings.Join(doc.Arms[0].Knobs, " ") != "vm.dirty_ratio=40 vm.dirty_background_ratio=30" ||

@@ -195,6 +195,10 @@ func pgSetting(t *testing.T, srv *testdb.Server, name string) string {
 func TestExperimentPostgresSighup(t *testing.T) {
 	integrationExperiment(t)
 	t.Parallel()
+	// The host lock first, lent to the run, which takes it (a server
+	// started without it would hold it shared: the run would wait on its
+	// own test).
+	lendingJournal(t)
 	srv := testdb.Postgres(t, testdb.Options{Settings: map[string]string{"fsync": "on"}}) // testdb turns it off
 	autoconf := filepath.Join(srv.DataDir, "postgresql.auto.conf")
 	before, err := os.ReadFile(autoconf)
@@ -268,13 +272,14 @@ func TestExperimentPostgresSighup(t *testing.T) {
 // gone and vm.swappiness is back.
 func TestExperimentEmbeddedSwappiness(t *testing.T) {
 	integrationExperiment(t)
-	j := testdb.Journal(t)
+	j := lendingJournal(t)
 	const orig = "30" // neither arm's value: a leftover would show
 	if err := j.Set("/proc/sys/vm/swappiness", orig); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	doc, _ := runExperimentJSON(t, dir, "--preset", "swappiness", "--shared-buffers", "128MB",
+	var doc experimentJSON
+	doc, _ = runExperimentJSON(t, dir, "--preset", "swappiness", "--shared-buffers", "128MB",
 		"--duration", "2s", "--warmup", "1s", "--trials", "8", "--calibrate", "3")
 	if len(doc.Arms) != 2 || doc.Arms[0].Knobs[0] != "vm.swappiness=60" || doc.Arms[1].Knobs[0] != "vm.swappiness=1" {
 		t.Fatalf("arms %+v", doc.Arms)
@@ -344,6 +349,7 @@ func postgresIn(t *testing.T, dir string) []int {
 func TestExperimentMariaDB(t *testing.T) {
 	integrationExperiment(t)
 	t.Parallel()
+	lendingJournal(t) // before the server, as in TestExperimentPostgresSighup
 	srv := testdb.MariaDB(t, testdb.Options{})
 	dsn := "root@unix(" + srv.Socket + ")/"
 	cfg, err := mysql.ParseDSN(dsn)
@@ -365,7 +371,8 @@ func TestExperimentMariaDB(t *testing.T) {
 	}
 	before := variable()
 	dir := t.TempDir()
-	doc, _ := runExperimentJSON(t, dir, "--mysql", dsn,
+	var doc experimentJSON
+	doc, _ = runExperimentJSON(t, dir, "--mysql", dsn,
 		"--arm", "flush: mysql.innodb_flush_log_at_trx_commit=1", "--arm", "lazy: mysql.innodb_flush_log_at_trx_commit=2",
 		"--script", "oltp_write_only", "--tables", "1", "--table-size", "10000", "--clients", "4",
 		"--duration", "2s", "--warmup", "1s", "--trials", "8")
@@ -406,10 +413,13 @@ func TestExperimentRefusals(t *testing.T) {
 	}
 	// The host lock first (taken after the server's shared hold, it would
 	// wait on itself): should a refusal below fail, kernel knobs change.
-	testdb.Journal(t)
+	// The experiments take it themselves: it is lent to them.
+	lendingJournal(t)
 	srv := testdb.Postgres(t, testdb.Options{})
 	before, _ := os.ReadFile(filepath.Join(srv.DataDir, "postgresql.auto.conf"))
-	code, _, errs := runCLI(t, "experiment", "--journal", filepath.Join(dir, "j"), "--db", filepath.Join(dir, "db"),
+	var code int
+	var errs string
+	code, _, errs = runCLI(t, "experiment", "--journal", filepath.Join(dir, "j"), "--db", filepath.Join(dir, "db"),
 		"--pg", fmt.Sprintf("host=%s port=%d user=postgres", srv.Socket, srv.Port),
 		"--arm", "small: pg.shared_buffers=64MB", "--arm", "big: pg.shared_buffers=256MB", "--duration", "1s")
 	if code != ExitError || !strings.Contains(errs, "restart") {
@@ -475,14 +485,15 @@ func dbhostProcess(t *testing.T, log *bytes.Buffer, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// startSwappinessRun sets vm.swappiness to orig through the test journal
-// and starts, in a separate dbhost process, a swappiness experiment on a
+// swappinessRun sets vm.swappiness to orig through the test journal and
+// prepares, in a separate dbhost process, a swappiness experiment on a
 // throwaway cluster with 60-second trials (long enough to be interrupted).
-// The host lock is handed over to the recover commands, which take it.
-func startSwappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db string, log *bytes.Buffer, j *testdb.HostJournal) {
+// The caller starts it with the test's host lock lent to it (the run,
+// and the recover commands after it, take it).
+func swappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db string, log *bytes.Buffer, j *testdb.HostJournal) {
 	t.Helper()
 	integrationExperiment(t)
-	j = testdb.JournalHandover(t)
+	j = lendingJournal(t)
 	if err := j.Set("/proc/sys/vm/swappiness", orig); err != nil {
 		t.Fatal(err)
 	}
@@ -491,10 +502,17 @@ func startSwappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db str
 	log = &bytes.Buffer{}
 	cmd = dbhostProcess(t, log, "experiment", "--preset", "swappiness", "--shared-buffers", "128MB",
 		"--duration", "60s", "--warmup", "1s", "--trials", "8", "--journal", jfile, "--db", db)
+	return cmd, jfile, db, log, j
+}
+
+// startLent starts a dbhost process that takes the host lock, lending it
+// the test's hold (the lock is never free for another test in between).
+func startLent(t *testing.T, hj *testdb.HostJournal, cmd *exec.Cmd) {
+	t.Helper()
+	hj.Pass(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	return cmd, jfile, db, log, j
 }
 
 // kill -9 in the middle of a trial leaves the host changed and the
@@ -503,16 +521,24 @@ func startSwappinessRun(t *testing.T, orig string) (cmd *exec.Cmd, jfile, db str
 // marks the experiment interrupted.
 func TestExperimentKill9Recover(t *testing.T) {
 	const orig = "30"
-	cmd, jfile, db, log, hj := startSwappinessRun(t, orig)
+	cmd, jfile, db, log, hj := swappinessRun(t, orig)
+	// The run, the kill and both recovers under the test's lock, lent to
+	// each in turn.
+	kill9Recover(t, hj, cmd, jfile, db, log, orig)
+}
+
+func kill9Recover(t *testing.T, hj *testdb.HostJournal, cmd *exec.Cmd, jfile, db string, log *bytes.Buffer, orig string) {
 	killed := false
-	t.Cleanup(func() {
-		if !killed {
+	// Whatever happened, leave nothing behind; the run ends before the
+	// test's journal is restored.
+	t.Cleanup(func() { experiment.Recover(context.Background(), jfile, nil, nil) })
+	defer func() {
+		if !killed && cmd.Process != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
 		}
-		// Whatever happened, leave nothing behind.
-		experiment.Recover(context.Background(), jfile, nil, nil)
-	})
+	}()
+	startLent(t, hj, cmd)
 	// Wait until the journal holds the knob change and a trial's measured
 	// run goes (pgbench -T 60, a child of dbhost; loading and warm-ups are
 	// pgbench too).
@@ -682,13 +708,20 @@ func childNamed(t *testing.T, parent int, name string, args ...string) bool {
 // and exits with 130 — no recover needed.
 func TestExperimentSIGTERM(t *testing.T) {
 	const orig = "30"
-	cmd, jfile, db, log, _ := startSwappinessRun(t, orig)
+	cmd, jfile, db, log, hj := swappinessRun(t, orig)
+	sigtermRun(t, hj, cmd, jfile, db, log, orig)
+}
+
+func sigtermRun(t *testing.T, hj *testdb.HostJournal, cmd *exec.Cmd, jfile, db string, log *bytes.Buffer, orig string) {
+	t.Cleanup(func() { experiment.Recover(context.Background(), jfile, nil, nil) })
+	defer func() { // before the test's journal is restored
+		if cmd.Process != nil {
+			cmd.Process.Kill()
+		}
+	}()
+	startLent(t, hj, cmd)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		experiment.Recover(context.Background(), jfile, nil, nil)
-	})
 	var clusterDir string
 	deadline := time.Now().Add(90 * time.Second)
 	for clusterDir == "" || !childNamed(t, cmd.Process.Pid, "pgbench", "-T", "60") {

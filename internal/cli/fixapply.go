@@ -80,7 +80,7 @@ func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, 
 	// Rollback and recovery log in to servers with the same credentials.
 	opts := apply.Options{StateDir: state, Engine: src.options().Engine, Systemctl: env.Systemctl}
 	// Two applies (or an apply and an experiment) never interleave.
-	release, err := env.lockHost()
+	release, err := lockHost(ctx, env, "dbhost fix")
 	if err != nil {
 		return fixFail(env, "host lock: %v", err)
 	}

@@ -1,12 +1,15 @@
 package journal
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func knob(t *testing.T, content string) string {
@@ -151,4 +154,52 @@ func TestLockFileNotPlantable(t *testing.T) {
 	}
 	release()
 	os.Remove(file)
+}
+
+// LockContext says once that it waits while another holds the lock, gives
+// up when its context ends, and takes the lock at once when it is free
+// (without saying anything) or soon after it is released.
+func TestLockContextWaits(t *testing.T) {
+	name := fmt.Sprintf("dbhost-test-wait-%d", os.Getpid())
+	if file, err := lockFile(name); err == nil {
+		defer os.Remove(file)
+	}
+	unlock, err := Lock(name) // another open file: flock conflicts as with another process
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if release, err := LockContext(ctx, name, func() { waited++ }); err == nil {
+		release()
+		t.Fatal("took a lock another holds")
+	} else if !errors.Is(err, context.DeadlineExceeded) || waited != 1 {
+		t.Errorf("while held: %v, said it waits %d times", err, waited)
+	}
+	got := make(chan error, 1)
+	waited = 0
+	go func() {
+		release, err := LockContext(context.Background(), name, func() { waited++ })
+		if err == nil {
+			release()
+		}
+		got <- err
+	}()
+	time.Sleep(3 * lockPoll)
+	unlock()
+	select {
+	case err := <-got:
+		if err != nil || waited != 1 {
+			t.Errorf("after the release: %v, said it waits %d times", err, waited)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not taken 5 s after its release")
+	}
+	waited = 0
+	release, err := LockContext(context.Background(), name, func() { waited++ })
+	if err != nil || waited != 0 {
+		t.Fatalf("free lock: %v, said it waits %d times", err, waited)
+	}
+	release()
 }

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,15 +10,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // HostLock is the lock that everything changing this machine takes: fix
-// --apply, --rollback and --recover, experiments, fixture recording and
-// tests that change kernel knobs take it exclusively; tests that only
-// start private servers take it shared (so a recording never captures
-// another test's servers).
+// --apply, --rollback, --recover and experiments (their recover too) take
+// it exclusively with LockContext; fixture recording and tests that change
+// kernel knobs exclusively with Lock (or Hold); tests that only start
+// private servers take it shared (so a recording never captures another
+// test's servers).
 const HostLock = "dbhost-host"
 
 // PassEnv is the variable through which a process that holds a lock hands
@@ -70,6 +73,62 @@ func Hold(name string) (*Held, error) {
 	exclusive++
 	lockMu.Unlock()
 	return &Held{name: name, f: f, passed: passed}, nil
+}
+
+// lockPoll is how often LockContext tries again while name is held.
+const lockPoll = 100 * time.Millisecond
+
+// LockContext is Lock for a command: when name is held elsewhere it calls
+// waiting once (to say so) and tries again until it gets the lock or ctx
+// is done. A blocking flock would not see ctx: Ctrl-C, which the command
+// catches, could not stop the wait. (Polling, it may lose the lock to a
+// later taker; tests, which share it, take it with Lock.)
+func LockContext(ctx context.Context, name string, waiting func()) (func(), error) {
+	f, passed, err := passedLock(name)
+	if err != nil {
+		return nil, err
+	}
+	if f == nil {
+		if f, err = openLock(name); err != nil {
+			return nil, err
+		}
+		if err := pollLock(ctx, f, waiting); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	lockMu.Lock()
+	exclusive++
+	lockMu.Unlock()
+	h := &Held{name: name, f: f, passed: passed}
+	return h.Release, nil
+}
+
+// pollLock takes f's lock exclusively, trying again every lockPoll.
+func pollLock(ctx context.Context, f *os.File, waiting func()) error {
+	fd := int(f.Fd())
+	var tick *time.Ticker
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return err
+		}
+		if tick == nil {
+			if waiting != nil {
+				waiting()
+			}
+			tick = time.NewTicker(lockPoll)
+			defer tick.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // Release gives the lock up (once).
@@ -152,6 +211,19 @@ func LockShared(name string) (func(), error) {
 }
 
 func flock(name string, how int) (*os.File, error) {
+	f, err := openLock(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// openLock opens name's lock file.
+func openLock(name string) (*os.File, error) {
 	file, err := lockFile(name)
 	if err != nil {
 		return nil, err
@@ -166,10 +238,6 @@ func flock(name string, how int) (*os.File, error) {
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
 		f.Close()
 		return nil, fmt.Errorf("lock %s: not a regular file of this user's", file)
-	}
-	if err := unix.Flock(fd, how); err != nil {
-		f.Close()
-		return nil, err
 	}
 	return f, nil
 }
