@@ -3,7 +3,6 @@ package change
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path"
 	"strings"
 
@@ -67,7 +66,7 @@ func (c *Changer) Kernel(p, value string) (got string, err error) {
 	if err := c.j.Record(kernelKind(p), p+" = "+value, kernelUndo{Path: p, Old: old, New: value}); err != nil {
 		return "", err
 	}
-	if err := writeValue(p, value); err != nil {
+	if err := journal.WriteKnob(p, value); err != nil {
 		return "", err
 	}
 	c.cfg.step("set " + p)
@@ -88,24 +87,8 @@ func undoKernel(_ Config, data json.RawMessage) error {
 	if err := KernelAllowed(u.Path, u.Old); err != nil {
 		return err
 	}
-	if err := writeValue(u.Path, u.Old); err != nil {
+	if err := journal.WriteKnob(u.Path, u.Old); err != nil {
 		return fmt.Errorf("restore %s to %q: %w", u.Path, u.Old, err)
 	}
 	return nil
-}
-
-// writeValue writes a value the way `echo value > knob` does: one write of
-// the value and a newline (procfs and sysfs ignore the truncation). It
-// does not create a file.
-func writeValue(p, value string) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	_, werr := f.WriteString(value + "\n")
-	cerr := f.Close()
-	if werr != nil {
-		return werr
-	}
-	return cerr
 }

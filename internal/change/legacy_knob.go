@@ -220,7 +220,7 @@ func (s legacyServer) restore(cfg Config, f legacyFile, restart bool) error {
 		return err
 	}
 	defer done()
-	pid := serverPID(h, s.pidFile, s.dataDir, s.comms)
+	pid := ServerPID(h, s.pidFile, s.dataDir, s.comms...)
 	if pid == 0 {
 		return nil
 	}
@@ -278,10 +278,11 @@ func (f legacyFile) restore() error {
 	})
 }
 
-// serverPID is the live server process named by pidFile whose command is
-// one of comms and whose working directory is dataDir, or 0: a stale PID
-// file, or a PID another process reused, is no server.
-func serverPID(h *host.Host, pidFile, dataDir string, comms []string) int {
+// ServerPID is the live server process named by pidFile whose command is
+// one of comms and whose working directory is dataDir (PostgreSQL and
+// MySQL both change into their data directory), or 0: a stale PID file,
+// or a PID another process reused, is no server.
+func ServerPID(h *host.Host, pidFile, dataDir string, comms ...string) int {
 	b, err := h.ReadFile(pidFile)
 	if err != nil {
 		return 0

@@ -164,7 +164,7 @@ func (j *Journal) Set(path, value string) error {
 		j.changes = j.changes[:len(j.changes)-1]
 		return err
 	}
-	if err := writeKnob(path, value); err != nil {
+	if err := WriteKnob(path, value); err != nil {
 		j.changes = j.changes[:len(j.changes)-1]
 		j.save()
 		return err
@@ -205,7 +205,7 @@ func (j *Journal) Restore() error {
 
 func (j *Journal) undo(c Change) error {
 	if c.Kind == "" {
-		if err := writeKnob(c.Path, c.Old); err != nil {
+		if err := WriteKnob(c.Path, c.Old); err != nil {
 			return fmt.Errorf("restore %s to %q: %w", c.Path, c.Old, err)
 		}
 		return nil
@@ -274,9 +274,10 @@ func Current(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// writeKnob writes a value the way `echo value > knob` does: one write of
-// the value and a newline (procfs and sysfs ignore the truncation).
-func writeKnob(path, value string) error {
+// WriteKnob writes a value the way `echo value > knob` does: one write of
+// the value and a newline (procfs and sysfs ignore the truncation). It
+// does not create a file.
+func WriteKnob(path, value string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return err

@@ -33,7 +33,7 @@ func (a *Applier) myOptionFile(ctx context.Context, srv myServer, static []*item
 	if a.t.Restart == nil {
 		return "", fmt.Errorf("%s, and this server may not be restarted", what)
 	}
-	pid := serverProcess(a.h, readPIDFile(a.h, srv.pidFile), srv.dataDir, mysqlServerComms...)
+	pid := change.ServerPID(a.h, srv.pidFile, srv.dataDir, mysqlServerComms...)
 	if pid == 0 {
 		return "", fmt.Errorf("%s, and no server process of %s was found here (pid file %s)", what, srv.dataDir, srv.pidFile)
 	}
