@@ -2,8 +2,6 @@ package cli
 
 import (
 	"flag"
-	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -40,38 +38,7 @@ func TestGoldenAudits(t *testing.T) {
 				t.Fatalf("no audit: %s", stderr)
 			}
 			got := tookRE.ReplaceAllString(strings.ReplaceAll(out, snap, "testdata/hosts/"+name+".tar.gz"), "$1 in N ms.")
-			file := filepath.Join("testdata", "golden", name+".txt")
-			if *update {
-				if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatalf("%v (run with -update to write it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("the audit of %s differs from %s (run with -update and review the diff):\n%s", name, file, firstDiff(string(want), got))
-			}
+			fixture.Golden(t, filepath.Join("testdata", "golden", name+".txt"), got, *update)
 		})
 	}
-}
-
-// firstDiff shows the first line where two texts part, with its neighbours.
-func firstDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(w) || i < len(g); i++ {
-		if i < len(w) && i < len(g) && w[i] == g[i] {
-			continue
-		}
-		line := func(s []string) string {
-			if i < len(s) {
-				return s[i]
-			}
-			return "(end)"
-		}
-		return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, line(w), line(g))
-	}
-	return ""
 }

@@ -3,13 +3,13 @@ package exporter_test
 import (
 	"context"
 	"flag"
-	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/dbhost/dbhost/internal/fixture"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden /metrics expositions in testdata/metrics")
@@ -52,23 +52,7 @@ func TestGoldenMetrics(t *testing.T) {
 				t.Fatalf("/metrics: %d after %d audits", code, calls.Load())
 			}
 			got := normalise(body)
-			file := filepath.Join("testdata", "metrics", name+".prom")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatalf("%v (run with -update to write it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("/metrics of %s differs from %s (run with -update and review the diff):\n%s", name, file, firstDiff(string(want), got))
-			}
+			fixture.Golden(t, filepath.Join("testdata", "metrics", name+".prom"), got, *update)
 		})
 	}
 }
@@ -102,22 +86,4 @@ func TestGoldenMetricsNormalise(t *testing.T) {
 	if got := normalise(in); got != want {
 		t.Errorf("normalise:\n%s\nwant\n%s", got, want)
 	}
-}
-
-// firstDiff shows the first line where two texts part, with its number.
-func firstDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(w) || i < len(g); i++ {
-		if i < len(w) && i < len(g) && w[i] == g[i] {
-			continue
-		}
-		line := func(s []string) string {
-			if i < len(s) {
-				return s[i]
-			}
-			return "(end)"
-		}
-		return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, line(w), line(g))
-	}
-	return ""
 }
