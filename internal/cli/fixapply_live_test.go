@@ -65,7 +65,7 @@ type liveHost struct {
 func setupLive(t testing.TB) *liveHost {
 	t.Helper()
 	bin := buildDbhost(t) // before the host lock: others need not wait for it
-	h := testdb.JournalHandover(t)
+	h := testdb.JournalLending(t)
 	for _, d := range liveEtcDirs {
 		guardTree(t, d)
 	}

@@ -150,7 +150,7 @@ func setupHostPlan(t *testing.T) *hostPlanLive {
 	testdb.Need(t, "huge pages (/proc/sys/vm/nr_hugepages)", err == nil)
 	testdb.Need(t, "2 MiB huge pages", hugePageKB(t) == 2048)
 
-	h := testdb.JournalHandover(t, hostPlanKinds)
+	h := testdb.JournalLending(t, hostPlanKinds)
 	for _, d := range liveEtcDirs {
 		guardTree(t, d)
 	}

@@ -12,12 +12,12 @@ import (
 // this process (runCLI), by test.
 var lentLocks sync.Map // *testing.T -> func() (func(), error)
 
-// lendingJournal is testdb.JournalHandover whose hold runCLI lends to the
+// lendingJournal is testdb.JournalLending whose hold runCLI lends to the
 // commands the test runs: they take the host lock without waiting on the
 // test, and no other test changes the host in between.
 func lendingJournal(t *testing.T, kinds ...journal.Kinds) *testdb.HostJournal {
 	t.Helper()
-	hj := testdb.JournalHandover(t, kinds...)
+	hj := testdb.JournalLending(t, kinds...)
 	lentLocks.Store(t, hj.HostLock)
 	t.Cleanup(func() { lentLocks.Delete(t) })
 	return hj

@@ -69,10 +69,15 @@ func Hold(name string) (*Held, error) {
 			return nil, err
 		}
 	}
+	return hold(name, f, passed), nil
+}
+
+// hold counts an exclusive hold of name through f until its release.
+func hold(name string, f *os.File, passed bool) *Held {
 	lockMu.Lock()
 	exclusive++
 	lockMu.Unlock()
-	return &Held{name: name, f: f, passed: passed}, nil
+	return &Held{name: name, f: f, passed: passed}
 }
 
 // lockPoll is how often LockContext tries again while name is held.
@@ -97,11 +102,7 @@ func LockContext(ctx context.Context, name string, waiting func()) (func(), erro
 			return nil, err
 		}
 	}
-	lockMu.Lock()
-	exclusive++
-	lockMu.Unlock()
-	h := &Held{name: name, f: f, passed: passed}
-	return h.Release, nil
+	return hold(name, f, passed).Release, nil
 }
 
 // pollLock takes f's lock exclusively, trying again every lockPoll.

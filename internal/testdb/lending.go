@@ -19,11 +19,11 @@ type HostJournal struct {
 	held *journal.Held
 }
 
-// JournalHandover is Journal (skips under -short, needs root, takes the
+// JournalLending is Journal (skips under -short, needs root, takes the
 // host lock, restores every change when the test ends, on Ctrl-C and after
 // a hard kill) for a test that runs lock-taking dbhost commands; kinds as
 // for Journal.
-func JournalHandover(t testing.TB, kinds ...journal.Kinds) *HostJournal {
+func JournalLending(t testing.TB, kinds ...journal.Kinds) *HostJournal {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: changes kernel settings")
