@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
@@ -204,6 +205,17 @@ type Finding struct {
 	// Untrusted: the subject is an instance dbhost does not trust; the
 	// finding has advice, never a fix (see engine.Trust).
 	Untrusted bool `json:"untrusted,omitempty"`
+	// Waiver: the finding is accepted on this host (internal/waiver); its
+	// status stays what the check found.
+	Waiver *Waiver `json:"waiver,omitempty"`
+}
+
+// Waiver is an operator's acceptance of one finding: why, until when, and
+// where it was written.
+type Waiver struct {
+	Reason  string    `json:"reason"`
+	Expires time.Time `json:"expires,omitzero"`
+	Source  string    `json:"source,omitempty"`
 }
 
 // Selector picks checks by ID or domain prefix ("mem", "storage.nfs").
