@@ -19,7 +19,21 @@ func TestDiffCommand(t *testing.T) {
 		{args: []string{"diff", base, thp}, want: ExitFindings,
 			stdout: []string{"Transparent huge pages", "enabled  madvise  always", "mem.thp.defrag", "Differences: 2 settings, 3 findings."}},
 		{args: []string{"diff", base, base}, want: ExitOK, stdout: []string{"No differences"}},
-		{args: []string{"diff", "--format", "json", base, thp}, want: ExitFindings, stdout: []string{`"schema": "dbhost.diff/1"`}},
+		{args: []string{"diff", "--format", "json", base, thp}, want: ExitFindings, stdout: []string{`"schema": "dbhost.diff/2"`, `"database_pairs": [`}},
+		// The private clusters of the two recordings are paired, and the
+		// pair says how.
+		{args: []string{"diff", fixture.Path("pg-hba-open"), fixture.Path("pg-hba-hardened")}, want: ExitFindings,
+			stdout: []string{"postgres:36605 = postgres:46757  (paired by engine: the only postgres on each side)",
+				"pg.hardening.hba_trust         postgres:36605=postgres:46757  critical  fail  pass",
+				"Differences: 2 settings, 6 findings."}},
+		// vda's queue once, with the database paths it holds.
+		{args: []string{"diff", fixture.Path("storage-vda-default"), fixture.Path("storage-vda-tuned")}, want: ExitFindings,
+			stdout: []string{"vda/scheduler      mq-deadline  none", "vda holds mysql:3306 data, redo, tmp; postgres:33921=postgres:35309 data, wal;",
+				"Differences: 3 settings, 1 finding."}},
+		// A kernel default derived from RAM or CPUs shows as read and as
+		// what it compares as.
+		{args: []string{"diff", base, fixture.Path("persist-sysctl-match")}, want: ExitFindings,
+			stdout: []string{"kernel.pid_max  32768 = default (derived from CPUs)  4194304"}},
 		{args: []string{"diff", base, "--format", "json", thp}, want: ExitFindings, stdout: []string{`"key": "thp/enabled"`}},
 		{args: []string{"diff", "-v", fixture.Path("baseline-nonroot"), base}, want: ExitFindings,
 			stdout: []string{"Settings observed on one side only (623)", "aria_block_size", "(not observed)"}},

@@ -15,7 +15,7 @@ var kindTitles = map[string]string{
 	KindSysctl:    "Kernel parameters",
 	KindTHP:       "Transparent huge pages",
 	KindHugePages: "Huge page pools",
-	KindStorage:   "Devices by the database path they hold",
+	KindStorage:   "Devices by the database paths they hold",
 	KindDevice:    "Devices by name",
 	KindLimits:    "Database process limits",
 	KindDB:        "Database settings",
@@ -52,6 +52,19 @@ func optValue(p *string) string {
 	return cell(*p)
 }
 
+// shownValue is a side's value for people: the value read, and what it
+// compares as when that is a kernel default ("2466177 = default (derived
+// from RAM)"); a cleaned path shows as it was read.
+func shownValue(p *string, raw string) string {
+	switch {
+	case p == nil || raw == "":
+		return optValue(p)
+	case IsDerived(*p):
+		return cell(raw) + " = " + cell(*p)
+	}
+	return cell(raw)
+}
+
 func statusText(s check.Status) string {
 	if s == "" {
 		return "-"
@@ -72,6 +85,17 @@ func WriteDiffText(w io.Writer, r *Result, verbose bool) error {
 	if r.Empty() {
 		_, err := fmt.Fprintln(w, "\nNo differences in settings, databases, devices or findings.")
 		return err
+	}
+	if len(r.DatabasePairs) > 0 {
+		fmt.Fprintf(w, "\nDatabases paired (%d)\n", len(r.DatabasePairs))
+		for _, p := range r.DatabasePairs {
+			name := cell(p.A)
+			if p.A != p.B {
+				name += " = " + cell(p.B)
+			}
+			fmt.Fprintf(tw, "  %s\t(paired by %s: %s)\n", name, pairedBy(p.By), cell(p.Why))
+		}
+		tw.Flush()
 	}
 	for _, sec := range []struct {
 		title string
@@ -96,12 +120,12 @@ func WriteDiffText(w io.Writer, r *Result, verbose bool) error {
 	}
 	if len(both) > 0 {
 		fmt.Fprintf(w, "\nSettings that differ (%d)\n", len(both))
-		writeSettings(w, both)
+		writeSettings(w, both, r.DevicePairs)
 	}
 	if len(oneSide) > 0 {
 		fmt.Fprintf(w, "\nSettings observed on one side only (%d)\n", len(oneSide))
 		if verbose {
-			writeSettings(w, oneSide)
+			writeSettings(w, oneSide, r.DevicePairs)
 		} else {
 			writeOneSideCounts(tw, oneSide)
 			tw.Flush()
@@ -118,6 +142,14 @@ func WriteDiffText(w io.Writer, r *Result, verbose bool) error {
 	}
 	_, err := fmt.Fprintf(w, "\nDifferences: %s.\n", summaryLine(r))
 	return err
+}
+
+func pairedBy(by string) string {
+	switch by {
+	case "data_directory":
+		return "data directory"
+	}
+	return by
 }
 
 func sideDesc(s Side) string {
@@ -150,26 +182,41 @@ func summaryLine(r *Result) string {
 const longValue = 48
 
 // writeSettings writes settings grouped by kind, each group aligned; a row
-// with a long value is written below the group, one value a line.
-func writeSettings(w io.Writer, list []SettingDiff) {
+// with a long value is written below the group, one value a line. Below
+// the devices, the database paths each device shown holds.
+func writeSettings(w io.Writer, list []SettingDiff, devs []DevicePair) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	var long []SettingDiff
+	shown := map[string]bool{}
 	flushGroup := func() {
 		tw.Flush()
 		for _, d := range long {
-			fmt.Fprintf(w, "    %s\n      a: %s\n      b: %s\n", cell(shortKey(d)), optValue(d.A), optValue(d.B))
+			fmt.Fprintf(w, "    %s\n      a: %s\n      b: %s\n", cell(shortKey(d)), shownValue(d.A, d.RawA), shownValue(d.B, d.RawB))
 		}
 		long = long[:0]
+		for _, p := range devs {
+			if shown[p.Name] && len(p.Roles) > 0 {
+				fmt.Fprintf(w, "    %s holds %s\n", cell(p.Name), cell(rolesText(p.Roles)))
+			}
+		}
+		clear(shown)
 	}
 	kind := ""
 	for _, d := range list {
 		if d.Kind != kind {
 			flushGroup()
 			kind = d.Kind
-			fmt.Fprintf(w, "  %s\n", KindTitle(kind))
+			title := KindTitle(kind)
+			if kind == KindDevice {
+				title = "Devices, paired by the database paths they hold, then by name"
+			}
+			fmt.Fprintf(w, "  %s\n", title)
 			fmt.Fprintf(tw, "    \ta\tb\n")
 		}
-		a, b := optValue(d.A), optValue(d.B)
+		if d.Kind == KindDevice {
+			shown[Subject(d.Key)] = true
+		}
+		a, b := shownValue(d.A, d.RawA), shownValue(d.B, d.RawB)
 		if len(a) > longValue || len(b) > longValue {
 			long = append(long, d)
 			continue
@@ -177,6 +224,28 @@ func writeSettings(w io.Writer, list []SettingDiff) {
 		fmt.Fprintf(tw, "    %s\t%s\t%s\n", cell(shortKey(d)), a, b)
 	}
 	flushGroup()
+}
+
+// rolesText writes database paths by database: "mysql:3306 data, redo;
+// postgres:5432 data, wal".
+func rolesText(roles []string) string {
+	var b strings.Builder
+	last := ""
+	for _, r := range roles {
+		inst, role := splitRole(r)
+		switch {
+		case inst == last:
+			b.WriteString(", ")
+		case last != "":
+			b.WriteString("; ")
+			fallthrough
+		default:
+			b.WriteString(inst + " ")
+		}
+		b.WriteString(role)
+		last = inst
+	}
+	return b.String()
 }
 
 func shortKey(d SettingDiff) string { return strings.TrimPrefix(d.Key, d.Kind+"/") }

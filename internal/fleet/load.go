@@ -95,8 +95,29 @@ func (in interner) snapshot(s *Snapshot) {
 		f := &s.Findings[i]
 		f.ID, f.Subject = in.str(f.ID), in.str(f.Subject)
 	}
+	if s.Raw != nil {
+		m := make(map[string]string, len(s.Raw))
+		for k, v := range s.Raw {
+			m[in.str(k)] = in.str(v)
+		}
+		s.Raw = m
+	}
 	for i := range s.Instances {
 		s.Instances[i] = in.str(s.Instances[i])
+	}
+	for i := range s.Databases {
+		d := &s.Databases[i]
+		d.Name, d.Engine, d.DataDir = in.str(d.Name), in.str(d.Engine), in.str(d.DataDir)
+	}
+	for i := range s.Stacks {
+		st := &s.Stacks[i]
+		st.Key = in.str(st.Key)
+		for j := range st.Devices {
+			st.Devices[j] = in.str(st.Devices[j])
+		}
+		for j := range st.Roles {
+			st.Roles[j] = in.str(st.Roles[j])
+		}
 	}
 	s.Findings = append([]Finding(nil), s.Findings...) // drop spare capacity
 }

@@ -13,6 +13,7 @@ package fleet
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,7 +29,8 @@ import (
 //	thp/enabled                           transparent huge pages (the active choice)
 //	hugepages/2048kB/total                an explicit huge page pool
 //	device/vda/scheduler                  a block device's queue, by kernel name
-//	storage/postgres:5432/data/scheduler  the queue of the device holding a database path
+//	storage/postgres:5432/data/scheduler  the queue of the devices under database paths, once
+//	                                      per stack of devices, by the first path they hold
 //	limits/postgres:5432/nofile/soft      a database process's resource limit
 //	db/postgres:5432/shared_buffers       a database setting (secrets redacted)
 //
@@ -105,12 +107,34 @@ var limitNames = []struct{ short, proc string }{
 }
 
 // Settings flattens the comparable configuration of a host. It is a pure
-// function of the facts.
+// function of the facts. Values are in their compared form: a kernel
+// default derived from the host's RAM or CPUs is DerivedFromRAM or
+// DerivedFromCPUs, a database setting that is a path is cleaned
+// ("/var/lib/mysql/" is "/var/lib/mysql").
 func Settings(f *facts.Facts) SettingMap {
+	s, _, _ := flatten(f)
+	return s
+}
+
+// flatten returns the settings (compared forms), the values read for the
+// keys whose compared form differs from them, and the host's devices
+// grouped as Stacks.
+func flatten(f *facts.Facts) (SettingMap, map[string]string, []Stack) {
 	s := SettingMap{}
+	raw := map[string]string{}
+	var memKB uint64
+	if b, ok := f.Memory.MemTotal(); ok {
+		memKB = b >> 10
+	}
 	for name, r := range f.Sysctl {
 		if r.OK() && !volatileSysctls[name] {
-			s[KindSysctl+"/"+name] = strings.Join(strings.Fields(r.Value), " ")
+			v := strings.Join(strings.Fields(r.Value), " ")
+			key := KindSysctl + "/" + name
+			if d := derived(name, v, memKB, f.System.CPUs); d != "" {
+				raw[key] = v
+				v = d
+			}
+			s[key] = v
 		}
 	}
 	thp := f.Memory.THP
@@ -133,17 +157,9 @@ func Settings(f *facts.Facts) SettingMap {
 			s[fmt.Sprintf("%s/%dkB/total", KindHugePages, p.SizeKB)] = strconv.FormatInt(p.Total, 10)
 		}
 	}
-	for name, d := range f.Storage.Devices {
-		if d == nil || d.Partition {
-			continue // a partition's queue is its disk's
-		}
-		addQueue(s, KindDevice+"/"+name, d, d)
-	}
+	stacks := addStorage(s, f)
 	for _, in := range f.Instances {
 		name := in.Name()
-		for _, ps := range in.Storage {
-			addPathStorage(s, name, ps, f.Storage.Devices)
-		}
 		if in.LimitsErr == "" {
 			for _, l := range limitNames {
 				if r, ok := in.Limits[l.proc]; ok {
@@ -157,13 +173,21 @@ func Settings(f *facts.Facts) SettingMap {
 			// and the engines' live readers); redacting again costs little
 			// and keeps a secret out of a diff whatever path it came by.
 			val := host.RedactValue(k, v.Value)
+			key := KindDB + "/" + name + "/" + k
+			if c := cleanPath(val); c != val {
+				raw[key] = val
+				val = c
+			}
 			if v.Unit != "" {
 				val += " (" + v.Unit + ")"
+				if r, ok := raw[key]; ok {
+					raw[key] = r + " (" + v.Unit + ")"
+				}
 			}
-			s[KindDB+"/"+name+"/"+k] = val
+			s[key] = val
 		}
 	}
-	return s
+	return s, raw, stacks
 }
 
 func rlimit(v uint64) string {
@@ -213,17 +237,136 @@ func reading(r host.Reading) (string, bool) {
 	return strings.TrimSpace(r.Value), true
 }
 
+// A Stack is one unit of block storage compared between hosts: the
+// devices under one or more database paths (the mounted device and the
+// physical disks below it), or a whole device that holds no database path.
+// Its queue settings are flattened once, under Key, however many database
+// paths it holds.
+type Stack struct {
+	// Key prefixes its settings: "storage/ROLE" (its first role, as
+	// "storage/postgres:5432/data") for the devices under database paths,
+	// "device/NAME" for any other whole device.
+	Key string `json:"key"`
+	// Devices are the mounted device first, then the physical disks below
+	// it that are not the mounted device.
+	Devices []string `json:"devices"`
+	// Roles are the database paths it holds ("postgres:5432/wal"): by
+	// database, data first.
+	Roles []string `json:"roles,omitempty"`
+}
+
+// Name is the devices of the stack: "vda", "dm-0+vdb".
+func (s Stack) Name() string { return strings.Join(s.Devices, "+") }
+
+// roleRank orders the roles of a database's paths: data first.
+var roleRank = map[string]int{"data": 0, "wal": 1, "redo": 2, "binlog": 3, "tmp": 4, "log": 5}
+
+// lessRole orders "INSTANCE/ROLE" by instance, then data, wal, redo,
+// binlog, tmp, log.
+func lessRole(a, b string) bool {
+	ia, ra := splitRole(a)
+	ib, rb := splitRole(b)
+	if ia != ib {
+		return ia < ib
+	}
+	xa, oka := roleRank[ra]
+	xb, okb := roleRank[rb]
+	if oka != okb || xa != xb {
+		if !oka {
+			xa = len(roleRank)
+		}
+		if !okb {
+			xb = len(roleRank)
+		}
+		if xa != xb {
+			return xa < xb
+		}
+	}
+	return ra < rb
+}
+
+// splitRole splits "postgres:5432/wal" at its last slash (an instance name
+// may hold one).
+func splitRole(r string) (inst, role string) {
+	i := strings.LastIndexByte(r, '/')
+	if i < 0 {
+		return r, ""
+	}
+	return r[:i], r[i+1:]
+}
+
+// addStorage adds the queue settings of the host's block devices, each
+// device once: the devices under database paths grouped by stack (the
+// mounted device and its disks) under the stack's first role, the other
+// whole devices by name. On two hosts whose disks have different names,
+// "the device holding postgres:5432's data" is still the same thing; a
+// device holding eight database paths is still one device.
+func addStorage(s SettingMap, f *facts.Facts) []Stack {
+	devs := f.Storage.Devices
+	type group struct {
+		ps    facts.PathStorage
+		roles []string
+	}
+	groups := map[string]*group{}
+	var order []string
+	inStack := map[string]bool{}
+	for _, in := range f.Instances {
+		for _, ps := range in.Storage {
+			if ps.Err != "" || ps.Role == "" || len(ps.Physical) == 0 {
+				continue // network filesystem, ZFS, or not followed
+			}
+			phys := append([]string(nil), ps.Physical...)
+			sort.Strings(phys)
+			id := ps.Device + "|" + strings.Join(phys, ",")
+			g := groups[id]
+			if g == nil {
+				g = &group{ps: ps}
+				groups[id] = g
+				order = append(order, id)
+			}
+			g.roles = append(g.roles, in.Name()+"/"+ps.Role)
+			inStack[ps.Device] = true
+			for _, p := range phys {
+				inStack[p] = true
+			}
+		}
+	}
+	var stacks []Stack
+	for _, id := range order {
+		g := groups[id]
+		sort.Slice(g.roles, func(i, j int) bool { return lessRole(g.roles[i], g.roles[j]) })
+		g.roles = slices.Compact(g.roles)
+		st := Stack{Key: KindStorage + "/" + g.roles[0], Roles: g.roles}
+		if g.ps.Device != "" {
+			st.Devices = append(st.Devices, g.ps.Device)
+		}
+		phys := append([]string(nil), g.ps.Physical...)
+		sort.Strings(phys)
+		for _, p := range phys {
+			if p != g.ps.Device {
+				st.Devices = append(st.Devices, p)
+			}
+		}
+		addPathStorage(s, st.Key, g.ps, devs)
+		stacks = append(stacks, st)
+	}
+	for name, d := range devs {
+		if d == nil || d.Partition || inStack[name] {
+			continue // a partition's queue is its disk's
+		}
+		st := Stack{Key: KindDevice + "/" + name, Devices: []string{name}}
+		addQueue(s, st.Key, d, d)
+		stacks = append(stacks, st)
+	}
+	sort.Slice(stacks, func(i, j int) bool { return stacks[i].Key < stacks[j].Key })
+	return stacks
+}
+
 // addPathStorage adds the queue settings of the devices under one database
-// path, keyed by the instance and the path's role: on two hosts whose disks
-// have different names, "the device holding postgres:5432's data" is still
-// the same thing. Read-ahead is the mounted device's; the other settings
+// path under prefix. Read-ahead is the mounted device's; the other settings
 // are the physical disks'. When the disks below (an md or dm device over
 // several) disagree, the value names each: "mq-deadline (sda), none (sdb)".
-func addPathStorage(s SettingMap, inst string, ps facts.PathStorage, devs map[string]*facts.BlockDevice) {
-	if ps.Err != "" || ps.Role == "" || len(ps.Physical) == 0 {
-		return // network filesystem, ZFS, or not followed
-	}
-	prefix := KindStorage + "/" + inst + "/" + ps.Role
+func addPathStorage(s SettingMap, prefix string, ps facts.PathStorage, devs map[string]*facts.BlockDevice) {
 	top := devs[ps.Device]
 	for _, k := range queueKeys {
 		if k == "read_ahead_kb" {

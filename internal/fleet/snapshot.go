@@ -23,10 +23,27 @@ type Snapshot struct {
 	AsRoot      bool      `json:"as_root"`
 	// Instances are the databases by name ("postgres:5432"), sorted.
 	Instances []string `json:"instances"`
-	// Devices are the block devices whose queues are in Settings, sorted.
-	Devices  []string   `json:"devices"`
+	// Databases describe the Instances, for pairing them with another
+	// host's: by engine and data directory, then port.
+	Databases []Database `json:"databases,omitempty"`
+	// Devices are the whole block devices observed, sorted.
+	Devices []string `json:"devices"`
+	// Stacks are the devices as their settings are keyed: the devices
+	// under database paths grouped, the rest one by one.
+	Stacks   []Stack    `json:"stacks,omitempty"`
 	Settings SettingMap `json:"settings"`
-	Findings []Finding  `json:"findings"`
+	// Raw holds the value read for the settings whose compared value is
+	// another (a kernel default derived from RAM, a cleaned path).
+	Raw      map[string]string `json:"raw,omitempty"`
+	Findings []Finding         `json:"findings"`
+}
+
+// Database is one database server of a snapshot.
+type Database struct {
+	Name    string `json:"name"`
+	Engine  string `json:"engine"`
+	Port    int    `json:"port,omitempty"`
+	DataDir string `json:"data_dir,omitempty"`
 }
 
 // Finding is a verdict without its evidence: enough to compare and count.
@@ -63,12 +80,21 @@ func FromFacts(file string, f *facts.Facts, findings []check.Finding) Snapshot {
 		Kernel:      f.Manifest.Kernel,
 		CollectedAt: f.Manifest.CollectedAt,
 		AsRoot:      f.AsRoot,
-		Settings:    Settings(f),
+	}
+	s.Settings, s.Raw, s.Stacks = flatten(f)
+	if len(s.Raw) == 0 {
+		s.Raw = nil
 	}
 	for _, in := range f.Instances {
 		s.Instances = append(s.Instances, in.Name())
+		d := Database{Name: in.Name(), Engine: string(in.Engine), Port: in.Port}
+		if in.DataDir != "" {
+			d.DataDir = filepath.Clean(in.DataDir)
+		}
+		s.Databases = append(s.Databases, d)
 	}
 	sort.Strings(s.Instances)
+	sort.Slice(s.Databases, func(i, j int) bool { return s.Databases[i].Name < s.Databases[j].Name })
 	for name, d := range f.Storage.Devices {
 		if d != nil && !d.Partition {
 			s.Devices = append(s.Devices, name)
