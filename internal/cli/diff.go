@@ -33,7 +33,9 @@ func (a *app) diffCmd() *cobra.Command {
 	c.Long = `What differs between two hosts or two times.
 
 A and B are snapshot files ('dbhost collect'), or 'live' (also '-') for this host.
-With one operand, A is compared with this host. Exit status: 0 same, 1 differences, 2 error.`
+With one operand, A is compared with this host. Databases are paired by engine and data
+directory, then port, then engine (the only one of it on each side); devices by the database
+paths they hold, then by name. Exit status: 0 same, 1 differences, 2 error.`
 	c.Args = argCount(1, 2, "one or two operands: A [B]")
 	fs := c.Flags()
 	var src sourceFlags
