@@ -175,7 +175,7 @@ func Diff(a, b Snapshot) Result {
 			nk := k
 			switch Kind(k) {
 			case KindDB, KindLimits:
-				subj := Subject(k)
+				subj := instanceOf(k, s.Instances)
 				pn, ok := ren[subj]
 				if !ok {
 					continue
@@ -422,4 +422,22 @@ func (id identity) generic(key, v string) string {
 		return b.String()
 	}
 	return v
+}
+
+// instanceOf returns the instance a db/ or limits/ key is about. An
+// instance name may hold a slash (postgres:5432@/srv/pg, told apart by its
+// data directory), so the key is matched against the names, the longest
+// first.
+func instanceOf(key string, names []string) string {
+	_, rest, _ := strings.Cut(key, "/")
+	best := ""
+	for _, n := range names {
+		if len(n) > len(best) && strings.HasPrefix(rest, n+"/") {
+			best = n
+		}
+	}
+	if best == "" {
+		return Subject(key)
+	}
+	return best
 }

@@ -384,3 +384,17 @@ func TestDiffPairIdentity(t *testing.T) {
 		t.Errorf("settings %+v", r.Settings)
 	}
 }
+
+// An instance told apart by its data directory has a slash in its name:
+// its settings are still compared under it.
+func TestDiffInstanceNameWithSlash(t *testing.T) {
+	snap := func(v string) Snapshot {
+		n := "postgres:5432@/srv/pg"
+		return Snapshot{Instances: []string{n}, Databases: []Database{{Name: n, Engine: "postgres", Port: 5432, DataDir: "/srv/pg"}},
+			Settings: SettingMap{"db/" + n + "/work_mem": v}}
+	}
+	r := Diff(snap("4096 (kB)"), snap("8192 (kB)"))
+	if len(r.Settings) != 1 || r.Settings[0].Key != "db/postgres:5432@/srv/pg/work_mem" {
+		t.Errorf("settings %s", showSettings(r.Settings))
+	}
+}
