@@ -145,11 +145,25 @@ func Diff(a, b Snapshot) Result {
 			}
 		}
 	}
+	// A stack that holds only paths of databases on one side only is
+	// said by those databases.
+	ownOnly := func(st Stack, ren map[string]string) bool {
+		for _, role := range st.Roles {
+			if inst, _ := splitRole(role); ren[inst] != "" {
+				return false
+			}
+		}
+		return len(st.Roles) > 0
+	}
 	for _, i := range devOnlyA {
-		r.Devices = append(r.Devices, Presence{Name: a.Stacks[i].Name(), In: "a"})
+		if !ownOnly(a.Stacks[i], renA) {
+			r.Devices = append(r.Devices, Presence{Name: a.Stacks[i].Name(), In: "a"})
+		}
 	}
 	for _, j := range devOnlyB {
-		r.Devices = append(r.Devices, Presence{Name: b.Stacks[j].Name(), In: "b"})
+		if !ownOnly(b.Stacks[j], renB) {
+			r.Devices = append(r.Devices, Presence{Name: b.Stacks[j].Name(), In: "b"})
+		}
 	}
 	sortPresenceList(r.Databases)
 	sortPresenceList(r.Devices)
@@ -204,6 +218,47 @@ func Diff(a, b Snapshot) Result {
 		return m
 	}
 	sa, sb := rekey(a, renA, ia, idA), rekey(b, renB, ib, idB)
+	// A database path on other devices than its pair's (the WAL moved to
+	// another disk) is a difference: storage/PAIR/ROLE/devices.
+	pairOfA, pairOfB := map[int]string{}, map[int]string{}
+	for n, p := range devPairs {
+		pairOfA[ia[n]], pairOfB[ib[n]] = p.Name, p.Name
+	}
+	roleStacks := func(s Snapshot, ren map[string]string, pairOf map[int]string, m map[string]val) {
+		for i, st := range s.Stacks {
+			for _, role := range st.Roles {
+				inst, r := splitRole(role)
+				pn, ok := ren[inst]
+				if !ok {
+					continue
+				}
+				pair := pairOf[i]
+				if pair == "" {
+					pair = "\x00" + st.Name() // unpaired: differs from anything
+				}
+				m[KindStorage+"/"+pn+"/"+r+"/devices"] = val{pair, st.Name()}
+			}
+		}
+	}
+	roleStacks(a, renA, pairOfA, sa)
+	roleStacks(b, renB, pairOfB, sb)
+	for k, va := range sa {
+		if Kind(k) != KindStorage {
+			continue
+		}
+		if vb, ok := sb[k]; ok && va.v == vb.v {
+			delete(sa, k)
+			delete(sb, k)
+			continue
+		}
+		// Shown and compared by the devices' names.
+		sa[k] = val{va.raw, ""}
+	}
+	for k, vb := range sb {
+		if Kind(k) == KindStorage {
+			sb[k] = val{vb.raw, ""}
+		}
+	}
 	keys := make([]string, 0, len(sa)+len(sb))
 	for k := range sa {
 		keys = append(keys, k)

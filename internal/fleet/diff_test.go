@@ -57,10 +57,13 @@ func TestDiffRecorded(t *testing.T) {
 			// Different device names: the PostgreSQL data is on an XFS loop
 			// device over a file on vda in one, on device-mapper over vdb in
 			// the other. The two stacks hold the same data directory: paired
-			// by role, only the read-ahead differs. vda's scheduler verdict
-			// in b is about vdb, the disk under dm-0; loop0 has none.
+			// by role, only the read-ahead differs. The WAL moved to the
+			// loop device of the other private server. The scheduler
+			// verdict in b is about vdb, the disk under dm-0; loop0 has
+			// none.
 			a: "storage-xfs", b: "storage-dm",
 			settings: []SettingDiff{
+				{Key: "storage/postgres:46473/wal/devices", Kind: "storage", A: strp("loop0+vda"), B: strp("loop1+vda")},
 				{Key: "device/loop0+vda=dm-0+vdb/read_ahead_kb", Kind: "device", A: strp("2560"), B: strp("4096")},
 			},
 			findings: []fd{
@@ -284,6 +287,12 @@ func showSettings(list []SettingDiff) string {
 
 // Databases are paired like for like, and the result says how.
 func TestDiffPairsRecorded(t *testing.T) {
+	// A loop device holding only the paths of a server on one side only
+	// is not listed apart from that server.
+	if r := Diff(recorded(t, "storage-ext4-part"), recorded(t, "storage-xfs")); len(r.Devices) != 0 ||
+		!reflect.DeepEqual(r.Databases, []Presence{{Name: "mysql:34583", In: "b"}}) {
+		t.Errorf("storage-ext4-part/storage-xfs: devices %v, databases %v", r.Devices, r.Databases)
+	}
 	r := Diff(recorded(t, "pg-hba-open"), recorded(t, "pg-hba-hardened"))
 	want := []DatabasePair{
 		{Name: "mysql:3306", A: "mysql:3306", B: "mysql:3306", By: "data_directory", Why: "same data directory /var/lib/mysql"},
