@@ -125,10 +125,9 @@ func Diff(a, b Snapshot) Result {
 	devPairs, ia, ib, devOnlyA, devOnlyB := pairStacks(a.Stacks, b.Stacks,
 		func(n string) string { return renA[n] }, func(n string) string { return renB[n] })
 	r.DevicePairs = append(r.DevicePairs, devPairs...)
-	// Device findings ("device:vda") are compared under the pair's name:
-	// each device of a stack is renamed to it, the mounted device first.
-	// A device is renamed to the pair of the stack it is mounted from
-	// first, else to one it is a disk of.
+	// Device findings ("device:vda") are compared under the pair's name: a
+	// device is renamed to the pair of the stack it is mounted from, else
+	// to that of a stack it is a disk of.
 	devA, devB := map[string]string{}, map[string]string{}
 	for _, below := range []bool{false, true} {
 		for n, p := range devPairs {
