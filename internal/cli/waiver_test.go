@@ -216,6 +216,17 @@ func TestFixLeavesWaivedAlone(t *testing.T) {
 		t.Errorf("want 25 findings fixed without the waiver, 24 with it")
 	}
 
+	// --apply builds the same plan: the waived finding's value is not written.
+	if os.Geteuid() == 0 {
+		tree := copyTree(t)
+		code, applied, stderr := runCLI(t, "fix", "--apply", "--from", snap, "--root", tree, "--waivers", w)
+		b, err := os.ReadFile(filepath.Join(tree, "etc/sysctl.d/60-dbhost.conf"))
+		if code == ExitError || err != nil || strings.Contains(string(b), "vm.swappiness = 1\n") || !strings.Contains(string(b), "vm.overcommit_memory") ||
+			!strings.Contains(applied, "mem.swappiness (host) is waived, not fixed") {
+			t.Errorf("--apply: exit %d, %v\n%s\n%s\n%s", code, err, b, applied, stderr)
+		}
+	}
+
 	out := filepath.Join(t.TempDir(), "fixes")
 	if code, _, stderr := runCLI(t, "fix", "--out", out, "--from", snap, "--waivers", w); code != ExitOK {
 		t.Fatalf("fix --out: %d %s", code, stderr)
