@@ -26,6 +26,7 @@ func (a *app) auditCmd() *cobra.Command {
 	src.register(fs, true)
 	src.keep.register(fs)
 	src.budget.register(fs)
+	src.waivers.register(fs)
 	format := fs.String("format", "text", "output format: "+strings.Join(report.AuditFormats.Names(), ", "))
 	verbose := fs.BoolP("verbose", "v", false, "show evidence and passed checks")
 	failOn := fs.String("fail-on", "warning", "exit 1 when a check fails at or above this severity: info, warning, critical, none")
@@ -58,8 +59,9 @@ func (a *app) auditCmd() *cobra.Command {
 		defer closeHost()
 		sel := check.Selector{Only: only, Skip: skip}
 		findings := check.Run(f, sel)
+		waived := src.waivers.apply(findings, sel, f)
 		check.RenderFixes(findings, fix.ContextFrom(f))
-		rep := &report.Audit{Facts: f, Findings: findings, Checks: countSelected(sel), Duration: time.Since(start)}
+		rep := &report.Audit{Facts: f, Findings: findings, Checks: countSelected(sel), Duration: time.Since(start), Waivers: waived}
 		rep.Experiments = findingExperiments(ctx, linkedStore(fs, src.from, *resultsDB), f)
 		if *output != "" {
 			// Never a half-written file where a collector reads it: a
@@ -101,14 +103,14 @@ func linkedStore(fs *pflag.FlagSet, from, path string) string {
 }
 
 // exitStatus is 2 when nothing could be judged, 1 when a check failed at or
-// above the threshold, else 0.
+// above the threshold (a waived finding does not count), else 0.
 func exitStatus(findings []check.Finding, threshold check.Severity) int {
 	judged, failed := 0, false
 	for _, fd := range findings {
 		if fd.Status != check.Unknown {
 			judged++
 		}
-		if fd.Status == check.Fail && fd.Severity >= threshold {
+		if fd.Status == check.Fail && fd.Waiver == nil && fd.Severity >= threshold {
 			failed = true
 		}
 	}

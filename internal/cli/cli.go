@@ -104,6 +104,8 @@ type sourceFlags struct {
 	trust     listFlag
 	keep      keepFlags  // fix and audit register them (keepflags.go)
 	budget    budgetFlag // registered by the commands that judge memory
+	// waivers: registered by audit and fix (waiverflags.go).
+	waivers waiverFlags
 }
 
 func (s *sourceFlags) register(fs *pflag.FlagSet, withFrom bool) {
@@ -175,6 +177,11 @@ func (s *sourceFlags) gather(ctx context.Context, env Env, cmd string) (*facts.F
 	}
 	f.SysctlKeep = keep
 	if err := s.budget.apply(f, s.root, s.from == "", true); err != nil {
+		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
+		h.Close()
+		return nil, nil, false
+	}
+	if err := s.waivers.read(h); err != nil {
 		fmt.Fprintf(env.Stderr, "dbhost %s: %v\n", cmd, err)
 		h.Close()
 		return nil, nil, false

@@ -13,6 +13,7 @@ import (
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/mem"
 	"github.com/dbhost/dbhost/internal/termsafe"
+	"github.com/dbhost/dbhost/internal/waiver"
 )
 
 func (a *app) collectCmd() *cobra.Command {
@@ -41,6 +42,11 @@ func (a *app) collectCmd() *cobra.Command {
 		f := facts.Gather(ctx, h, src.options())
 		for _, why := range recordObservers(ctx, h) {
 			fmt.Fprintln(env.Stderr, "dbhost collect:", why)
+		}
+		// The waiver file is recorded as audit reads it (the checks on its
+		// path too), so that audit --from shows the host's waivers.
+		if _, err := waiver.ReadHost(h, waiver.DefaultPath); err != nil {
+			fmt.Fprintln(env.Stderr, "dbhost collect: audit --from will refuse the waiver file (--no-waivers ignores it):", termsafe.Line(err.Error()))
 		}
 		write := func(w io.Writer) error {
 			return h.WriteSnapshot(w, host.SnapshotInfo{Note: *note, ToolVersion: env.Version})

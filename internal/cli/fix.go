@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/plan"
 )
@@ -19,6 +20,7 @@ func (a *app) fixCmd() *cobra.Command {
 	src.register(fs, true)
 	src.keep.register(fs)
 	src.budget.register(fs)
+	src.waivers.register(fs)
 	out := fs.String("out", "", "directory to render the fix files into (render only; nothing on the host changes)")
 	var only, skip listFlag
 	fs.Var(&only, "only", "fix only these checks (IDs or domain prefixes)")
@@ -46,10 +48,11 @@ func (a *app) fixCmd() *cobra.Command {
 		defer closeHost()
 		// All fixes are decided together, on the host as it would be after
 		// them; each finding's own files are not needed.
-		hp := plan.Make(f, check.Selector{Only: only, Skip: skip})
+		hp, waived := makePlan(&src, f, check.Selector{Only: only, Skip: skip})
 		fc := fix.ContextFrom(f)
 		items := hp.Items
 		notes := hostPlanNotes(hp)
+		notes = append(notes, waived...)
 		if hp.Refused() {
 			// A refused plan writes no file a person could install.
 			items = nil
@@ -68,6 +71,7 @@ func (a *app) fixCmd() *cobra.Command {
 		for _, k := range kept {
 			fmt.Fprintln(env.Stderr, "dbhost fix:", k)
 		}
+		printWaiverNotes(env.Stderr, "dbhost fix: ", waived)
 		if err != nil {
 			fmt.Fprintln(env.Stderr, "dbhost fix:", err)
 			return ExitError
@@ -84,4 +88,11 @@ func (a *app) fixCmd() *cobra.Command {
 		return ExitOK
 	})
 	return c
+}
+
+// makePlan makes the host plan leaving the waived findings alone, and says
+// which ones were left alone and what the waiver file's outcome was.
+func makePlan(src *sourceFlags, f *facts.Facts, sel check.Selector) (*plan.HostPlan, []string) {
+	hp := plan.MakeWaived(f, sel, func(fds []check.Finding) { src.waivers.apply(fds, sel, f) })
+	return hp, waivedNotes(hp.Observed, src.waivers.apply(hp.Observed, sel, f))
 }

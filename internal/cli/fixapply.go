@@ -16,7 +16,6 @@ import (
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/experiment"
 	"github.com/dbhost/dbhost/internal/fix"
-	"github.com/dbhost/dbhost/internal/plan"
 	"github.com/dbhost/dbhost/internal/results"
 	"github.com/dbhost/dbhost/internal/safefile"
 )
@@ -281,8 +280,12 @@ func fixPlan(ctx context.Context, env Env, src *sourceFlags, only, skip []string
 		return nil, ExitError
 	}
 	defer closeHost()
-	hp := plan.Make(f, check.Selector{Only: only, Skip: skip})
+	hp, waived := makePlan(src, f, check.Selector{Only: only, Skip: skip})
 	printHostPlan(env.Stdout, hp)
+	if len(waived) > 0 {
+		fmt.Fprintln(env.Stdout, "Waivers (waived findings are left alone):")
+		printWaiverNotes(env.Stdout, "  - ", waived)
+	}
 	if hp.Refused() {
 		return nil, ExitError
 	}

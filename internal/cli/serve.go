@@ -20,6 +20,7 @@ import (
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/metrics"
+	"github.com/dbhost/dbhost/internal/waiver"
 )
 
 // collectorFlags are --collector.NAME and --no-collector.NAME for every
@@ -70,6 +71,9 @@ type serveFlags struct {
 	logLevel                          string
 	only, skip                        listFlag
 	collectors                        collectorFlags
+	// waivers is read again every audit (waiverflags.go).
+	waivers waiverFlags
+	waived  waiver.Loader
 }
 
 func (sf *serveFlags) register(fs *pflag.FlagSet) {
@@ -87,6 +91,7 @@ func (sf *serveFlags) register(fs *pflag.FlagSet) {
 	fs.Var(&sf.only, "only", "run only these checks (IDs or domain prefixes, comma-separated)")
 	fs.Var(&sf.skip, "skip", "skip these checks (IDs or domain prefixes)")
 	sf.collectors = registerCollectorFlags(fs)
+	sf.waivers.register(fs)
 }
 
 // check refuses what would fail later, at start-up: contradicting
@@ -122,7 +127,7 @@ func (sf *serveFlags) check() (*metrics.Set, slog.Level, error) {
 }
 
 // audit is one background audit of the host: the exporter's Audit.
-func (sf *serveFlags) audit() func(ctx context.Context) (*metrics.Input, error) {
+func (sf *serveFlags) audit(logger *slog.Logger) func(ctx context.Context) (*metrics.Input, error) {
 	sel := check.Selector{Only: sf.only, Skip: sf.skip}
 	opts := gatherOptions(engine.Options{NoConnect: sf.noConnect, Timeout: sf.dbTimeout, TrustServers: trustedDirs(sf.trust)})
 	return func(ctx context.Context) (*metrics.Input, error) {
@@ -140,8 +145,27 @@ func (sf *serveFlags) audit() func(ctx context.Context) (*metrics.Input, error) 
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("audit cut short: %w", err)
 		}
-		return &metrics.Input{Facts: f, Findings: check.Run(f, sel)}, nil
+		in := &metrics.Input{Facts: f, Findings: check.Run(f, sel)}
+		in.Waivers = sf.applyWaivers(h, in.Findings, sel, f, logger)
+		return in, nil
 	}
+}
+
+// applyWaivers reads the waiver file again and marks the findings it
+// waives: a changed file applies without a restart; one that does not
+// load keeps the last that did, and says so once in the log.
+func (sf *serveFlags) applyWaivers(h *host.Host, fds []check.Finding, sel check.Selector, f *facts.Facts, logger *slog.Logger) *waiver.Status {
+	wf, st, changed := sf.waived.Load(func() (*waiver.File, error) {
+		return sf.waivers.choose(func() (*waiver.File, error) { return waiver.ReadHost(h, waiver.DefaultPath) })
+	})
+	switch {
+	case changed && !st.Valid:
+		logger.Warn("waiver file not loaded: the last one that loaded still applies", "err", st.Error)
+	case changed:
+		logger.Info("waiver file loaded again")
+	}
+	st.Outcome = wf.Apply(fds, sel, f.System.Hostname, observedAt(f))
+	return &st
 }
 
 func (a *app) serveCmd() *cobra.Command {
@@ -163,7 +187,7 @@ func (a *app) serveCmd() *cobra.Command {
 		}
 		logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
 		ex, err := exporter.New(exporter.Config{
-			Set: set, Audit: sf.audit(), Interval: sf.interval, Jitter: 0.1, Timeout: sf.auditTimeout,
+			Set: set, Audit: sf.audit(logger), Interval: sf.interval, Jitter: 0.1, Timeout: sf.auditTimeout,
 			Version: env.Version, Logger: logger,
 		})
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/termsafe"
+	"github.com/dbhost/dbhost/internal/waiver"
 )
 
 const namespace = "dbhost"
@@ -29,6 +30,9 @@ const namespace = "dbhost"
 type Input struct {
 	Facts    *facts.Facts
 	Findings []check.Finding
+	// Waivers is the waiver file's state in this audit (dbhost serve;
+	// nil when the audit read no waivers).
+	Waivers *waiver.Status
 }
 
 // A Collector emits one kind of metric from an audit. It returns an error

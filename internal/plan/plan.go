@@ -82,9 +82,10 @@ type key struct{ id, subject string }
 
 func keyOf(fd check.Finding) key { return key{fd.ID, fd.Subject} }
 
-// fixable reports whether a finding brings a fix dbhost may plan.
+// fixable reports whether a finding brings a fix dbhost may plan: a
+// waived finding is left alone.
 func fixable(fd check.Finding) bool {
-	return fd.Status == check.Fail && fd.Fix != nil && !fd.Fix.Empty() && !fd.Untrusted
+	return fd.Status == check.Fail && fd.Fix != nil && !fd.Fix.Empty() && !fd.Untrusted && fd.Waiver == nil
 }
 
 // Make decides every fix of the selected checks together. It judges the
@@ -93,8 +94,21 @@ func fixable(fd check.Finding) bool {
 // still fails there (derived values follow the planned ones), until nothing
 // changes. The settled plan is refused if, on the planned host, a check it
 // fixes still fails or a check that passed fails.
-func Make(f *facts.Facts, sel check.Selector) *HostPlan {
-	p := &HostPlan{Observed: check.Run(f, sel)}
+func Make(f *facts.Facts, sel check.Selector) *HostPlan { return MakeWaived(f, sel, nil) }
+
+// MakeWaived is Make leaving accepted findings alone: waive (when not nil)
+// marks the findings an operator accepts (check.Finding.Waiver) on the
+// observed and on each planned host, and no waived finding's fix is
+// planned. A plan that would make a passing check fail is still refused.
+func MakeWaived(f *facts.Facts, sel check.Selector, waive func([]check.Finding)) *HostPlan {
+	run := func(g *facts.Facts) []check.Finding {
+		fds := check.Run(g, sel)
+		if waive != nil {
+			waive(fds)
+		}
+		return fds
+	}
+	p := &HostPlan{Observed: run(f)}
 	var items []fix.Item
 	index := map[key]int{}
 	for _, fd := range p.Observed {
@@ -113,7 +127,7 @@ func Make(f *facts.Facts, sel check.Selector) *HostPlan {
 			disputed[key{items[i].ID, items[i].Subject}] = true
 		}
 		g, p.Notes = Model(f, res.kept)
-		p.Planned = check.Run(g, sel)
+		p.Planned = run(g)
 		dropped := dropUnjudged(&items, index, disputed, p.Planned)
 		p.Dropped = append(p.Dropped, dropped...)
 		if !takeIn(&items, index, disputed, p.Planned) && len(dropped) == 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/results"
+	"github.com/dbhost/dbhost/internal/waiver"
 )
 
 // JSONSchema names the document layout documented in docs/json-schema.md.
@@ -20,6 +21,8 @@ type jsonDoc struct {
 	Summary   Summary        `json:"summary"`
 	Findings  []jsonFinding  `json:"findings"`
 	Notes     []string       `json:"notes"`
+	// Waivers is what the waiver file did; absent when none was read.
+	Waivers *waiver.Outcome `json:"waivers,omitempty"`
 }
 
 // jsonFinding is a finding with the last experiment on its check.
@@ -65,6 +68,7 @@ func renderJSON(w io.Writer, a *Audit, _ Options) error {
 		Summary:   Summarize(a),
 		Findings:  []jsonFinding{},
 		Notes:     f.Notes,
+		Waivers:   a.Waivers,
 	}
 	for _, fd := range a.Findings {
 		doc.Findings = append(doc.Findings, jsonFinding{Finding: fd, Experiment: a.experiment(fd.ID)})

@@ -11,6 +11,7 @@ import (
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/results"
+	"github.com/dbhost/dbhost/internal/waiver"
 )
 
 // Audit is what a renderer presents: the findings and the host they judge.
@@ -25,6 +26,9 @@ type Audit struct {
 	// experiment on that check's finding on this host (dbhost experiment
 	// --finding); nil when there is none or no results database.
 	Experiments map[string]results.FindingVerdict
+	// Waivers is what the waiver file did (internal/waiver); nil when no
+	// file was read. The waived findings carry check.Finding.Waiver.
+	Waivers *waiver.Outcome
 }
 
 // experiment returns the stored verdict on a finding's check, if any.
@@ -73,10 +77,12 @@ func Render(w io.Writer, format string, a *Audit, o Options) error {
 	return AuditFormats.Render(w, format, Rendering{Audit: a, Options: o})
 }
 
-// Summary counts findings by status and, for failures, by severity.
+// Summary counts findings by status and, for failures, by severity. A
+// waived failure counts in Waived, not in Fail or BySev.
 type Summary struct {
 	Pass     int            `json:"pass"`
 	Fail     int            `json:"fail"`
+	Waived   int            `json:"waived,omitempty"`
 	Unknown  int            `json:"unknown"`
 	BySev    map[string]int `json:"fail_by_severity"`
 	Checks   int            `json:"checks"`
@@ -93,6 +99,10 @@ func Summarize(a *Audit) Summary {
 		case check.Pass:
 			s.Pass++
 		case check.Fail:
+			if f.Waiver != nil {
+				s.Waived++
+				continue
+			}
 			s.Fail++
 			s.BySev[f.Severity.String()]++
 		case check.Unknown:

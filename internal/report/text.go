@@ -10,6 +10,7 @@ import (
 	"github.com/dbhost/dbhost/internal/results"
 	"github.com/dbhost/dbhost/internal/termsafe"
 	"github.com/dbhost/dbhost/internal/textio"
+	"github.com/dbhost/dbhost/internal/waiver"
 )
 
 type palette struct{ red, yellow, blue, green, grey, bold, reset string }
@@ -42,12 +43,15 @@ func renderText(w io.Writer, a *Audit, o Options) error {
 		{"PASSED", check.Pass, 0, c.green, "✓"},
 	}
 	for _, g := range groups {
+		if g.status == check.Unknown {
+			t.waived() // after the live failures, apart from them
+		}
 		if g.status == check.Pass && !o.Verbose {
 			continue
 		}
 		var in []check.Finding
 		for _, fd := range a.Findings {
-			if fd.Status == g.status && (g.sev == 0 || fd.Severity == g.sev) {
+			if fd.Status == g.status && fd.Waiver == nil && (g.sev == 0 || fd.Severity == g.sev) {
 				in = append(in, fd)
 			}
 		}
@@ -147,9 +151,43 @@ func (t *textAudit) finding(fd check.Finding, color, mark string) {
 	}
 }
 
-// footer writes the notes (-v) and the summary.
+// waived writes the failing findings a waiver accepts, each with the
+// waiver's reason, expiry and place: what was accepted stays in sight.
+func (t *textAudit) waived() {
+	c, p := t.c, t.p
+	var in []check.Finding
+	for _, fd := range t.a.Findings {
+		if fd.Status == check.Fail && fd.Waiver != nil {
+			in = append(in, fd)
+		}
+	}
+	if len(in) == 0 {
+		return
+	}
+	p("\n%s%sWAIVED%s (%d): failing, accepted by a waiver; not counted as failures\n", c.bold, c.grey, c.reset, len(in))
+	for _, fd := range in {
+		w := fd.Waiver
+		until := "no expiry"
+		if !w.Expires.IsZero() {
+			until = "until " + waiver.When(w.Expires)
+		}
+		p("  %s~%s %s%s%s  [%s] %s (%s)\n", c.grey, c.reset, c.bold, fd.ID, c.reset, termsafe.Line(fd.Subject), fd.Title, fd.Severity)
+		p("%s", indent("waived: "+termsafe.Line(w.Reason)+" ("+until+", "+termsafe.Line(w.Source)+")", "      "))
+		if t.o.Verbose {
+			p("%s", indent(termsafe.Line(fd.Reason), "      "))
+		}
+	}
+}
+
+// footer writes the waiver file's notes, the notes (-v) and the summary.
 func (t *textAudit) footer() {
 	a, c, o, p := t.a, t.c, t.o, t.p
+	if notes := a.Waivers.Notes(); len(notes) > 0 {
+		p("\n%sWAIVERS%s (%s)\n", c.bold, c.reset, termsafe.Line(a.Waivers.Source))
+		for _, n := range notes {
+			p("  - %s", strings.TrimPrefix(indent(termsafe.Line(n), "    "), "    "))
+		}
+	}
 	if len(a.Facts.Notes) > 0 && o.Verbose {
 		p("\n%sNOTES%s\n", c.bold, c.reset)
 		for _, n := range a.Facts.Notes {
@@ -157,8 +195,12 @@ func (t *textAudit) footer() {
 		}
 	}
 	s := Summarize(a)
-	p("\n%sSummary:%s %d failed (%d critical, %d warning, %d info), %d could not be judged, %d passed; %d checks on %d subjects",
-		c.bold, c.reset, s.Fail, s.BySev["critical"], s.BySev["warning"], s.BySev["info"], s.Unknown, s.Pass, s.Checks, s.Subjects)
+	waived := ""
+	if a.Waivers != nil {
+		waived = fmt.Sprintf(", %d waived", s.Waived)
+	}
+	p("\n%sSummary:%s %d failed (%d critical, %d warning, %d info)%s, %d could not be judged, %d passed; %d checks on %d subjects",
+		c.bold, c.reset, s.Fail, s.BySev["critical"], s.BySev["warning"], s.BySev["info"], waived, s.Unknown, s.Pass, s.Checks, s.Subjects)
 	if a.Duration > 0 {
 		p(" in %.0f ms", float64(a.Duration.Microseconds())/1000)
 	}
