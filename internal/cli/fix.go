@@ -69,7 +69,7 @@ func (a *app) fixCmd() *cobra.Command {
 			fmt.Fprintln(env.Stderr, "dbhost fix:", k)
 		}
 		if err != nil {
-			fmt.Fprintln(env.Stderr, "dbhost fix:", err)
+			fmt.Fprintln(env.Stderr, "dbhost fix:", namingPath(*out, err))
 			return ExitError
 		}
 		sort.Strings(written)
