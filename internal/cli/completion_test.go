@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/dbhost/dbhost/internal/report"
 )
 
 // The completion scripts are cobra's, for dbhost; bash parses the bash
@@ -150,5 +152,58 @@ func TestCompleteFormats(t *testing.T) {
 	got, _ := completeLines(t, "fleet", "report", "--format", "j")
 	if !slices.Equal(got, []string{"json"}) {
 		t.Errorf("fleet report --format j: %q", got)
+	}
+}
+
+// TestBashCompletion: bash, given the script 'dbhost completion bash'
+// prints, completes check IDs and --format values from the real binary.
+// _get_comp_words_by_ref (from the bash-completion package, which the
+// script expects) is stood in for by its plain meaning.
+func TestBashCompletion(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	bin := buildDbhost(t)
+	script, err := exec.Command(bin, "completion", "bash").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "dbhost.bash")
+	if err := os.WriteFile(file, script, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const shim = `_get_comp_words_by_ref() { cur="${COMP_WORDS[COMP_CWORD]}"; prev="${COMP_WORDS[COMP_CWORD-1]}"; words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; }`
+	complete := func(words ...string) []string {
+		// The words come as arguments: nothing is built into shell text.
+		prog := shim + `
+source "$1"; shift
+COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+__start_dbhost dbhost "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+printf '%s\n' "${COMPREPLY[@]}"`
+		cmd := exec.Command(bash, append([]string{"--norc", "-c", prog, "bash", file}, words...)...)
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("bash completing %q: %v", words, err)
+		}
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			got = append(got, strings.TrimSpace(l))
+		}
+		return got
+	}
+	for _, c := range []struct {
+		words []string
+		want  []string
+	}{
+		{[]string{"dbhost", "checks", "mem.swa"}, []string{"mem.swap", "mem.swappiness"}},
+		{[]string{"dbhost", "audit", "--only", "time.k"}, []string{"time.kernel_sync"}},
+		{[]string{"dbhost", "results", "report", "last", "--format", "m"}, []string{"markdown"}},
+		{[]string{"dbhost", "audit", "--format", ""}, report.AuditFormats.Names()},
+	} {
+		if got := complete(c.words...); !slices.Equal(got, c.want) {
+			t.Errorf("bash completes %q as %q, want %q", c.words, got, c.want)
+		}
 	}
 }
