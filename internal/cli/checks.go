@@ -53,8 +53,9 @@ func (a *app) checksCmd() *cobra.Command {
 	c := newCmd("checks [ID|DOMAIN...]", "list the check catalog, or document the named checks")
 	c.Long = `List the check catalog. Named by ID (dbhost checks mem.overcommit), each check is
 documented in full: what it looks at and why, the state it wants and the one it fails as,
-the kernel parameters and files it reads, how to see its fix, and references. A domain
-prefix (dbhost checks mem, dbhost checks storage.zfs) lists that domain.`
+the kernel parameters it reads and the paths its doc names, how to see its fix, and
+references. A domain prefix (dbhost checks mem, dbhost checks storage.zfs) lists that
+domain; an unknown name is an error that suggests the closest IDs.`
 	c.Args = cobra.ArbitraryArgs
 	c.ValidArgsFunction = completeCheckArgs
 	format := c.Flags().String("format", "text", "output format: text, json, markdown")
