@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,6 +48,7 @@ func TestCatalog(t *testing.T) {
 		if len(strings.Fields(c.Doc)) < 20 {
 			t.Errorf("%s: doc too short to say what it looks at and why", c.ID)
 		}
+		checkProblem(t, c)
 		seen[c.ID] = map[check.Status]int{}
 	}
 	for _, name := range fixture.Names(t) {
@@ -73,6 +75,65 @@ func TestCatalog(t *testing.T) {
 		} else if exempt && st[check.Unknown] > 0 {
 			t.Errorf("%s: listed as never unknown, but is", c.ID)
 		}
+	}
+}
+
+// maxProblem bounds a problem's length: it shares a report line with the
+// mark, the ID and the subject.
+const maxProblem = 90
+
+// checkProblem holds a check's Problem to the house style: the failing
+// state, in a short line like the title, not the title itself.
+func checkProblem(t *testing.T, c *check.Check) {
+	t.Helper()
+	p := c.Problem
+	switch {
+	case strings.TrimSpace(p) == "":
+		t.Errorf("%s: no Problem (the failing state a report shows)", c.ID)
+	case p != strings.TrimSpace(p) || strings.ContainsAny(p, "\n\t"):
+		t.Errorf("%s: Problem %q has surrounding space or a line break", c.ID, p)
+	case strings.EqualFold(p, c.Title):
+		t.Errorf("%s: Problem repeats the title %q", c.ID, p)
+	case strings.HasSuffix(p, "."):
+		t.Errorf("%s: Problem %q ends with a period (titles do not)", c.ID, p)
+	case len(p) > maxProblem:
+		t.Errorf("%s: Problem is %d bytes, more than %d: %q", c.ID, len(p), maxProblem, p)
+	case strings.ToUpper(p[:1]) != p[:1] && !startsWithName(p):
+		t.Errorf("%s: Problem %q starts in lower case but not with a parameter or program name", c.ID, p)
+	}
+}
+
+// startsWithName: a problem may start with a lower-case name (vm.swappiness,
+// mongod, khugepaged, pg_hba.conf, systemd, dbhost) as titles do.
+func startsWithName(p string) bool {
+	w, _, _ := strings.Cut(p, " ")
+	return strings.ContainsAny(w, "._") || slices.Contains([]string{"mongod", "khugepaged", "systemd", "dbhost"}, w)
+}
+
+// TestProblemIsTheFailingHeadline: a failing finding reads as the problem
+// and a passing one as the desired state, on a recorded host.
+func TestProblemIsTheFailingHeadline(t *testing.T) {
+	var fail, pass bool
+	for _, fd := range fixture.Findings(t, "baseline") {
+		c, _ := check.Lookup(fd.ID)
+		if fd.Title != c.Title || fd.Problem != c.Problem {
+			t.Errorf("%s: finding has title %q, problem %q; the check %q, %q", fd.ID, fd.Title, fd.Problem, c.Title, c.Problem)
+		}
+		switch fd.Status {
+		case check.Fail:
+			fail = true
+			if fd.Headline() != c.Problem {
+				t.Errorf("%s fails but reads %q", fd.ID, fd.Headline())
+			}
+		case check.Pass, check.Unknown:
+			pass = pass || fd.Status == check.Pass
+			if fd.Headline() != c.Title {
+				t.Errorf("%s %s but reads %q", fd.ID, fd.Status, fd.Headline())
+			}
+		}
+	}
+	if !fail || !pass {
+		t.Errorf("baseline: a failing finding %v, a passing one %v; the test needs both", fail, pass)
 	}
 }
 

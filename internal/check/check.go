@@ -104,8 +104,13 @@ type Result struct {
 
 // Check is one entry of the catalog.
 type Check struct {
-	ID       string
-	Title    string
+	ID string
+	// Title is the desired state ("The host has some swap"): what the
+	// catalog lists and a passing finding shows.
+	Title string
+	// Problem is the failing state in the same words ("The host has no
+	// swap"): what a failing finding shows, so that it reads as the problem.
+	Problem  string
 	Severity Severity
 	// AppliesTo names the engines or conditions the check judges: "host",
 	// "postgres", "mysql", "mongodb", "redis", "galera", "numa", "nfs",
@@ -138,7 +143,7 @@ var (
 func Register(c Check) {
 	mu.Lock()
 	defer mu.Unlock()
-	if c.ID == "" || c.Title == "" || c.Doc == "" || c.Run == nil || c.Severity == 0 || len(c.AppliesTo) == 0 {
+	if c.ID == "" || c.Title == "" || c.Problem == "" || c.Doc == "" || c.Run == nil || c.Severity == 0 || len(c.AppliesTo) == 0 {
 		panic("check: incomplete registration of " + c.ID)
 	}
 	if _, dup := registry[c.ID]; dup {
@@ -193,8 +198,11 @@ func Lookup(id string) (*Check, bool) {
 
 // Finding is a Result together with its check's identity, as reported.
 type Finding struct {
-	ID       string     `json:"id"`
-	Title    string     `json:"title"`
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	// Problem is the check's wording of the failing state (Check.Problem),
+	// what a report shows beside a failing finding instead of Title.
+	Problem  string     `json:"problem"`
 	Severity Severity   `json:"severity"`
 	Subject  string     `json:"subject"`
 	Status   Status     `json:"status"`
@@ -306,7 +314,7 @@ func runSelected(f *facts.Facts, sel Selector, keep func(subject string) bool) [
 			if keep != nil && !keep(r.Subject) {
 				continue
 			}
-			fd := Finding{ID: c.ID, Title: c.Title, Severity: c.Severity, Subject: r.Subject,
+			fd := Finding{ID: c.ID, Title: c.Title, Problem: c.Problem, Severity: c.Severity, Subject: r.Subject,
 				Status: r.Status, Evidence: r.Evidence, Reason: r.Reason, Refs: c.Refs}
 			if r.Severity != 0 {
 				fd.Severity = r.Severity
@@ -358,6 +366,15 @@ func runOne(c *Check, f *facts.Facts) (res []Result) {
 		}
 	}()
 	return c.Run(f)
+}
+
+// Headline is how the finding reads in a report: the problem when it
+// fails, the check's title (the desired state) otherwise.
+func (fd Finding) Headline() string {
+	if fd.Status == Fail && fd.Problem != "" {
+		return fd.Problem
+	}
+	return fd.Title
 }
 
 // Sort orders findings by severity (highest first), status, ID, subject.

@@ -17,6 +17,7 @@ func init() {
 	Register(Check{
 		ID:        "container.limits",
 		Title:     "Database caches fit the cgroup memory limit",
+		Problem:   "Database caches do not fit the cgroup memory limit",
 		Severity:  Warning,
 		AppliesTo: []string{"container", "postgres", "mysql", "mongodb", "redis"},
 		Doc: `Reads the memory and CPU limits of each server's control group (cgroup v2

@@ -13,6 +13,7 @@ func init() {
 	Register(Check{
 		ID:        "kernel.mongodb_minimum",
 		Title:     "Kernel and C library meet MongoDB's requirements",
+		Problem:   "Kernel or C library falls short of MongoDB's requirements",
 		Severity:  Warning,
 		AppliesTo: []string{"mongodb"},
 		Doc: `MongoDB needs Linux 2.6.36 or later and glibc 2.13 or later; newer 3.x+ kernels
@@ -30,6 +31,7 @@ getconf GNU_LIBC_VERSION, the MongoDB version from the server.`,
 	Register(Check{
 		ID:        "kernel.glibc_collation",
 		Title:     "PostgreSQL indexes survive the glibc 2.28 collation change",
+		Problem:   "PostgreSQL text indexes will need a REINDEX at an upgrade to glibc 2.28",
 		Severity:  Info,
 		AppliesTo: []string{"postgres"},
 		Doc: `glibc 2.28 (Debian 10, Ubuntu 18.10, RHEL 8) changed the sort order of most

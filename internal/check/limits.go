@@ -20,6 +20,7 @@ func init() {
 	Register(Check{
 		ID:        "limits.nofile",
 		Title:     "Database processes may open enough files",
+		Problem:   "Database processes may not open enough files",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Reads the running server's "Max open files" from /proc/PID/limits, soft and
@@ -49,6 +50,7 @@ only a restart lets the server use the new limit (PostgreSQL, MongoDB).`,
 	Register(Check{
 		ID:        "limits.nproc",
 		Title:     "Database processes may start enough processes and threads",
+		Problem:   "Database processes' limit on processes and threads is too low or missing",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Reads "Max processes" from /proc/PID/limits of the running server. The limit
@@ -70,6 +72,7 @@ security.db_as_root, which judges running as root itself.`,
 	Register(Check{
 		ID:        "limits.systemd_unit",
 		Title:     "The database's systemd unit grants the file and process limits",
+		Problem:   "The database's systemd unit grants too few files or processes",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Reads the systemd unit the instance runs in (from its cgroup), or the unit the
@@ -87,6 +90,7 @@ limits.nproc compute it. The fix is a drop-in for the unit.`,
 	Register(Check{
 		ID:        "limits.file_max",
 		Title:     "fs.file-max exceeds what the databases may open",
+		Problem:   "fs.file-max is below what the databases may open",
 		Severity:  Warning,
 		AppliesTo: []string{"host"},
 		Doc: `Compares fs.file-max, the kernel-wide ceiling of open files, with what the
@@ -104,6 +108,7 @@ files in system"), not only the database.`,
 	Register(Check{
 		ID:        "limits.oom_score_adj",
 		Title:     "The PostgreSQL postmaster is protected from the OOM killer, its backends are not",
+		Problem:   "The PostgreSQL postmaster is exposed to the OOM killer, or its backends are shielded too",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres"},
 		Doc: `Reads /proc/PID/oom_score_adj of the postmaster and of its child processes. When
@@ -121,6 +126,7 @@ kill. vm.overcommit_memory=2 is the other remedy (see the memory checks).`,
 	Register(Check{
 		ID:        "limits.tasks_max",
 		Title:     "systemd TasksMax leaves room for every connection",
+		Problem:   "systemd TasksMax leaves no room for every connection",
 		Severity:  Info,
 		AppliesTo: []string{"postgres", "mysql", "mongodb"},
 		Doc: `TasksMax= caps the processes and threads in a unit's cgroup (the pids

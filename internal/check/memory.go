@@ -15,6 +15,7 @@ func init() {
 	Register(Check{
 		ID:        "mem.swappiness",
 		Title:     "vm.swappiness suits a database host",
+		Problem:   "vm.swappiness does not suit a database host",
 		Severity:  Warning,
 		AppliesTo: []string{"host"},
 		Doc: `Reads vm.swappiness. Databases manage their own caches; the default 60 lets
@@ -32,6 +33,7 @@ sets swappiness to 1 in the same fix.`,
 	Register(Check{
 		ID:        "mem.dirty",
 		Title:     "Dirty page thresholds suit the host's RAM",
+		Problem:   "Dirty page thresholds do not suit the host's RAM",
 		Severity:  Warning,
 		AppliesTo: []string{"host"},
 		Doc: `Reads vm.dirty_ratio and vm.dirty_background_ratio, or their byte variants
@@ -61,6 +63,7 @@ passes this check.`,
 	Register(Check{
 		ID:        "mem.zone_reclaim",
 		Title:     "vm.zone_reclaim_mode is 0",
+		Problem:   "vm.zone_reclaim_mode is not 0",
 		Severity:  Warning,
 		AppliesTo: []string{"host", "numa"},
 		Doc: `Reads vm.zone_reclaim_mode. With a non-zero mode the kernel reclaims page cache
@@ -78,6 +81,7 @@ is still the right value.`,
 	Register(Check{
 		ID:        "mem.swap",
 		Title:     "The host has some swap",
+		Problem:   "The host has no swap",
 		Severity:  Warning,
 		AppliesTo: []string{"host"},
 		Doc: `Reads /proc/swaps. A database host should have a modest swap area even with
@@ -94,6 +98,7 @@ does not change this: it only decides how eagerly swap is used when there is som
 	Register(Check{
 		ID:        "mem.min_free_kbytes",
 		Title:     "vm.min_free_kbytes is within sane bounds",
+		Problem:   "vm.min_free_kbytes is outside sane bounds",
 		Severity:  Info,
 		AppliesTo: []string{"host"},
 		Doc: `Reads vm.min_free_kbytes, the reserve the kernel keeps free for atomic
@@ -112,6 +117,7 @@ use, and reclaim starts early and often. The fix restores the kernel's formula.`
 	Register(Check{
 		ID:        "mem.max_map_count",
 		Title:     "vm.max_map_count is high enough for MongoDB",
+		Problem:   "vm.max_map_count is too low for MongoDB",
 		Severity:  Warning,
 		AppliesTo: []string{"mongodb"},
 		Doc: `Reads vm.max_map_count, the number of memory areas one process may map. Each

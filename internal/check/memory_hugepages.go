@@ -25,6 +25,7 @@ func init() {
 	Register(Check{
 		ID:        "mem.hugepages.postgres",
 		Title:     "PostgreSQL's huge_pages setting has the huge pages it needs",
+		Problem:   "PostgreSQL's huge_pages setting lacks the huge pages it needs",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres"},
 		Doc: `For each PostgreSQL instance compares huge_pages (on, try, off) with the
@@ -64,6 +65,7 @@ counted.`,
 	Register(Check{
 		ID:        "mem.hugepages.mysql",
 		Title:     "MySQL/MariaDB large_pages has the huge pages it needs",
+		Problem:   "MySQL/MariaDB large_pages lacks the huge pages it needs",
 		Severity:  Warning,
 		AppliesTo: []string{"mysql"},
 		Doc: `For each MySQL/MariaDB instance with large_pages=ON: does the server really map
@@ -84,6 +86,7 @@ without large_pages pass.`,
 	Register(Check{
 		ID:        "mem.hugepages.memlock",
 		Title:     "The memlock limit allows System V huge page segments",
+		Problem:   "The memlock limit is too low for System V huge page segments",
 		Severity:  Warning,
 		AppliesTo: []string{"mysql"},
 		Doc: `Applies to database processes that use System V shared memory with
@@ -102,6 +105,7 @@ is not vm.hugetlb_shm_group. mmap(MAP_HUGETLB) users (PostgreSQL, MySQL 8.0, Mar
 	Register(Check{
 		ID:        "mem.hugepages.shm_group",
 		Title:     "vm.hugetlb_shm_group admits the database's group",
+		Problem:   "vm.hugetlb_shm_group does not admit the database's group",
 		Severity:  Warning,
 		AppliesTo: []string{"mysql"},
 		Doc: `Applies to the same System V SHM_HUGETLB users as mem.hugepages.memlock. The
@@ -117,6 +121,7 @@ parameter to the process's group.`,
 	Register(Check{
 		ID:        "mem.hugepages.unused",
 		Title:     "Reserved huge pages are used",
+		Problem:   "Reserved huge pages sit unused",
 		Severity:  Info,
 		AppliesTo: []string{"host"},
 		Doc: `Reads every huge page pool (/sys/kernel/mm/hugepages/*: nr, free, reserved,
@@ -134,6 +139,7 @@ directory is named in the evidence, and the pages it waits for count as surplus.
 	Register(Check{
 		ID:        "mem.shm_limits",
 		Title:     "kernel.shmmax and shmall fit the System V segments",
+		Problem:   "kernel.shmmax or shmall is too small for the System V segments",
 		Severity:  Info,
 		AppliesTo: []string{"postgres", "mysql"},
 		Doc: `For each database process with System V shared memory segments (its

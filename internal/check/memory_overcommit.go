@@ -14,6 +14,7 @@ func init() {
 	Register(Check{
 		ID:        "mem.overcommit",
 		Title:     "vm.overcommit_memory suits the databases on the host",
+		Problem:   "vm.overcommit_memory does not suit the databases on the host",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "redis", "mongodb"},
 		Doc: `Reads vm.overcommit_memory (and overcommit_ratio/overcommit_kbytes, CommitLimit
@@ -50,6 +51,7 @@ oom_score_adj -1000, so the OOM killer cannot choose it.`,
 	Register(Check{
 		ID:        "mem.commit_limit",
 		Title:     "Committed memory stays clear of CommitLimit under strict overcommit",
+		Problem:   "Committed memory is close to CommitLimit under strict overcommit",
 		Severity:  Warning,
 		AppliesTo: []string{"host"},
 		Doc: `Only with vm.overcommit_memory=2: compares Committed_AS with CommitLimit in

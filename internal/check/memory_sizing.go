@@ -29,6 +29,7 @@ func init() {
 	Register(Check{
 		ID:        "mem.db_budget",
 		Title:     "The databases' configured memory fits the host",
+		Problem:   "The databases' configured memory does not fit the host",
 		Severity:  Warning,
 		AppliesTo: []string{"host", "postgres", "mysql", "mongodb", "redis"},
 		Doc: `Divides one memory budget among the databases of the host and adds up what
@@ -58,6 +59,7 @@ larger share.`,
 	Register(Check{
 		ID:        "pg.shared_buffers",
 		Title:     "PostgreSQL shared_buffers is sized for the memory it has",
+		Problem:   "PostgreSQL shared_buffers is not sized for the memory it has",
 		Severity:  Info,
 		AppliesTo: []string{"postgres"},
 		Doc: `PostgreSQL's documentation starts shared_buffers at 25% of memory on a dedicated
@@ -75,6 +77,7 @@ A restart applies it.`,
 	Register(Check{
 		ID:        "pg.work_mem",
 		Title:     "PostgreSQL work_mem times connections fits the memory left",
+		Problem:   "PostgreSQL work_mem times connections exceeds the memory left",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres"},
 		Doc: `work_mem is allowed to each sort or hash operation of each query, and hash
@@ -93,6 +96,7 @@ keeps few server connections). A reload applies it.`,
 	Register(Check{
 		ID:        "pg.effective_cache_size",
 		Title:     "PostgreSQL effective_cache_size matches the memory it has",
+		Problem:   "PostgreSQL effective_cache_size does not match the memory it has",
 		Severity:  Info,
 		AppliesTo: []string{"postgres"},
 		Doc: `effective_cache_size allocates nothing: it tells the planner how much of the data
@@ -109,6 +113,7 @@ A reload applies it.`,
 	Register(Check{
 		ID:        "mysql.buffer_pool",
 		Title:     "InnoDB's buffer pool is sized for the memory it has",
+		Problem:   "InnoDB's buffer pool is not sized for the memory it has",
 		Severity:  Warning,
 		AppliesTo: []string{"mysql"},
 		Doc: `The InnoDB buffer pool is the server's main cache. MySQL's documentation gives it
@@ -125,6 +130,7 @@ whole 128M chunks (innodb_buffer_pool_chunk_size), never below MySQL's minimum o
 	Register(Check{
 		ID:        "redis.maxmemory",
 		Title:     "Redis has a memory bound that fits its share",
+		Problem:   "Redis has no memory bound that fits its share",
 		Severity:  Warning,
 		AppliesTo: []string{"redis"},
 		Doc: `maxmemory bounds Redis's dataset; 0, the default on 64-bit systems, is no bound:
@@ -144,6 +150,7 @@ the file keeps it.`,
 	Register(Check{
 		ID:        "mongodb.wt_cache",
 		Title:     "The WiredTiger cache fits the memory MongoDB has",
+		Problem:   "The WiredTiger cache does not fit the memory MongoDB has",
 		Severity:  Warning,
 		AppliesTo: []string{"mongodb"},
 		Doc: `WiredTiger's cache defaults to 50% of (memory - 1 GB), at least 256 MB. The memory

@@ -14,6 +14,7 @@ func init() {
 	Register(Check{
 		ID:        "mem.thp.enabled",
 		Title:     "Transparent huge pages mode suits the databases' engines and versions",
+		Problem:   "Transparent huge pages mode does not suit the databases' engines and versions",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Reads /sys/kernel/mm/transparent_hugepage/enabled and judges it by every
@@ -45,6 +46,7 @@ with a tmpfiles.d line and adds transparent_hugepage= to the kernel command line
 	Register(Check{
 		ID:        "mem.thp.defrag",
 		Title:     "THP defrag mode suits the databases",
+		Problem:   "THP defrag mode does not suit the databases",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb"},
 		Doc: `Reads /sys/kernel/mm/transparent_hugepage/defrag: whether a page fault that
@@ -62,6 +64,7 @@ no requirement here.`,
 	Register(Check{
 		ID:        "mem.thp.khugepaged",
 		Title:     "khugepaged does not bloat database memory",
+		Problem:   "khugepaged may bloat database memory",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Reads /sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none: how many
@@ -77,6 +80,7 @@ better fix (see mem.thp.enabled).`,
 	Register(Check{
 		ID:        "mem.thp.persisted",
 		Title:     "The THP settings survive a reboot",
+		Problem:   "The THP settings do not survive a reboot",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Compares the running THP values (enabled, defrag, khugepaged defrag and

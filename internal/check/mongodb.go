@@ -18,6 +18,7 @@ func init() {
 	Register(Check{
 		ID:        "mongodb.auth",
 		Title:     "mongod on a network address enforces access control",
+		Problem:   "mongod on a network address does not enforce access control",
 		Severity:  Critical,
 		AppliesTo: []string{"mongodb"},
 		Doc: `Looks at the sockets mongod really listens on (/proc/net/tcp, tcp6 and the
@@ -39,6 +40,7 @@ read, change and drop every database. Loopback and Unix sockets only: pass.`,
 	Register(Check{
 		ID:        "mongodb.storage_engine",
 		Title:     "mongod uses the WiredTiger storage engine",
+		Problem:   "mongod does not use the WiredTiger storage engine",
 		Severity:  Warning,
 		AppliesTo: []string{"mongodb"},
 		Doc: `Reads the storage engine the data is in: the data directory's storage.bson

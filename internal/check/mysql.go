@@ -22,6 +22,7 @@ func init() {
 	Register(Check{
 		ID:        "mysql.flush_method",
 		Title:     "InnoDB bypasses the page cache (innodb_flush_method)",
+		Problem:   "InnoDB writes through the page cache (innodb_flush_method)",
 		Severity:  Warning,
 		AppliesTo: []string{"mysql"},
 		Doc: `Reads innodb_flush_method (live, else the option files, else the version's
@@ -45,6 +46,7 @@ the variable by innodb_data_file_buffering (OFF is O_DIRECT).`,
 	Register(Check{
 		ID:        "mysql.hardening.anonymous_users",
 		Title:     "No anonymous MySQL accounts",
+		Problem:   "Anonymous MySQL accounts exist",
 		Severity:  Warning,
 		AppliesTo: []string{"mysql"},
 		Doc: `Lists the accounts with an empty user name (read live from mysql.user, or
@@ -60,6 +62,7 @@ connection (root over the socket, ~/.my.cnf or --mysql).`,
 	Register(Check{
 		ID:        "mysql.hardening.remote_root",
 		Title:     "MySQL root logs in only from the local host",
+		Problem:   "MySQL root can log in from other hosts",
 		Severity:  Warning,
 		AppliesTo: []string{"mysql"},
 		Doc: `Lists the root accounts whose host is not localhost, 127.0.0.1 or ::1 (the
@@ -73,6 +76,7 @@ accounts are not counted. Needs a live connection.`,
 	Register(Check{
 		ID:        "mysql.hardening.test_db",
 		Title:     "No leftover MySQL test database",
+		Problem:   "The MySQL test database is left over",
 		Severity:  Warning,
 		AppliesTo: []string{"mysql"},
 		Doc: `Looks for the "test" database (SHOW DATABASES live, else a "test" directory in
@@ -86,6 +90,7 @@ mysql_secure_installation drops it and its grants.`,
 	Register(Check{
 		ID:        "mysql.hardening.skip_grant_tables",
 		Title:     "The MySQL server does not run with skip-grant-tables",
+		Problem:   "The MySQL server runs with skip-grant-tables",
 		Severity:  Critical,
 		AppliesTo: []string{"mysql"},
 		Doc: `Reads skip-grant-tables from the server's command line, its option files and,
@@ -100,6 +105,7 @@ read from files only.`,
 	Register(Check{
 		ID:        "mysql.hardening.symbolic_links",
 		Title:     "MySQL symbolic-link support is off (symbolic-links=0)",
+		Problem:   "MySQL symbolic-link support is on",
 		Severity:  Info,
 		AppliesTo: []string{"mysql"},
 		Doc: `Reads symbolic-links (live: have_symlink). With symbolic links enabled, a user
@@ -115,6 +121,7 @@ keep working without it.`,
 	Register(Check{
 		ID:        "mysql.hardening.skip_name_resolve",
 		Title:     "MySQL authenticates clients by address, not DNS name (skip_name_resolve)",
+		Problem:   "MySQL resolves client addresses to DNS names (skip_name_resolve off)",
 		Severity:  Info,
 		AppliesTo: []string{"mysql"},
 		Doc: `Reads skip_name_resolve. Without it the server resolves every new TCP client's
@@ -130,6 +137,7 @@ or the socket passes (local names come from /etc/hosts).`,
 	Register(Check{
 		ID:        "mysql.hardening.empty_passwords",
 		Title:     "No MySQL account logs in with an empty password",
+		Problem:   "A MySQL account logs in with an empty password",
 		Severity:  Critical,
 		AppliesTo: []string{"mysql"},
 		Doc: `Lists the accounts that accept a password-based method (mysql_native_password,
@@ -147,6 +155,7 @@ Needs a live connection.`,
 	Register(Check{
 		ID:        "galera.ports",
 		Title:     "Galera replication ports are bound to the cluster network",
+		Problem:   "Galera replication ports listen beyond the cluster network",
 		Severity:  Warning,
 		AppliesTo: []string{"galera"},
 		Doc: `For a Galera or Percona XtraDB Cluster node: group communication (4567, or the

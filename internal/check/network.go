@@ -27,6 +27,7 @@ func init() {
 	Register(Check{
 		ID:        "net.somaxconn",
 		Title:     "net.core.somaxconn does not cut the databases' accept queues",
+		Problem:   "net.core.somaxconn cuts the databases' accept queues",
 		Severity:  Warning,
 		AppliesTo: []string{"host", "postgres", "mysql", "mongodb", "redis"},
 		Doc: `net.core.somaxconn caps the accept queue (the listen(2) backlog) of every
@@ -50,6 +51,7 @@ it got until the server restarts.`,
 	Register(Check{
 		ID:        "net.syn_backlog",
 		Title:     "net.ipv4.tcp_max_syn_backlog is large enough",
+		Problem:   "net.ipv4.tcp_max_syn_backlog is too small",
 		Severity:  Warning,
 		AppliesTo: []string{"host"},
 		Doc: `tcp_max_syn_backlog bounds half-open connections (SYN received, handshake not
@@ -67,6 +69,7 @@ is moot and passes; the listen backlog (net.somaxconn) is then what bounds the q
 	Register(Check{
 		ID:        "net.keepalive",
 		Title:     "TCP keepalive detects dead peers before load balancers drop idle connections",
+		Problem:   "TCP keepalive finds dead peers only after load balancers drop idle connections",
 		Severity:  Warning,
 		AppliesTo: []string{"host"},
 		Doc: `net.ipv4.tcp_keepalive_time (default 7200 s) is how long a connection stays idle
@@ -84,6 +87,7 @@ tcp_keepalives_idle (0 = system default), Redis tcp-keepalive (300 s by default)
 	Register(Check{
 		ID:        "net.fin_timeout",
 		Title:     "net.ipv4.tcp_fin_timeout releases closed connections quickly",
+		Problem:   "net.ipv4.tcp_fin_timeout keeps closed connections too long",
 		Severity:  Warning,
 		AppliesTo: []string{"host"},
 		Doc: `tcp_fin_timeout (default 60 s) is how long an orphaned connection stays in
@@ -96,6 +100,7 @@ FIN-WAIT-2 after this side closed it. Hosts that open and close many connections
 	Register(Check{
 		ID:        "net.local_port_range",
 		Title:     "Database ports are outside the ephemeral port range, or reserved",
+		Problem:   "Database ports are inside the ephemeral port range and not reserved",
 		Severity:  Warning,
 		AppliesTo: []string{"host", "postgres", "mysql", "mongodb", "redis", "galera"},
 		Doc: `net.ipv4.ip_local_port_range is where the kernel picks source ports for
@@ -112,6 +117,7 @@ also flags a range narrower than 10000 ports, which outgoing connections can exh
 	Register(Check{
 		ID:        "net.listen_all",
 		Title:     "Databases listen only on the addresses they serve",
+		Problem:   "Databases listen on every address, not only those they serve",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis", "galera"},
 		Doc: `Reads the sockets each server really listens on (/proc/net/tcp and tcp6 matched

@@ -24,6 +24,7 @@ func init() {
 	Register(Check{
 		ID:        "mem.numa_balancing",
 		Title:     "Automatic NUMA balancing is off on multi-node database hosts",
+		Problem:   "Automatic NUMA balancing is on on a multi-node database host",
 		Severity:  Info,
 		AppliesTo: []string{"host", "numa"},
 		Doc: `Reads kernel.numa_balancing on hosts with more than one NUMA node
@@ -41,6 +42,7 @@ passes.`,
 	Register(Check{
 		ID:        "numa.interleave",
 		Title:     "MongoDB and MySQL interleave memory across NUMA nodes",
+		Problem:   "MongoDB or MySQL does not interleave memory across NUMA nodes",
 		Severity:  Warning,
 		AppliesTo: []string{"mongodb", "mysql", "numa"},
 		Doc: `Only on hosts with more than one NUMA node. mongod should run under
@@ -58,6 +60,7 @@ Single-node hosts pass.`,
 	Register(Check{
 		ID:        "numa.imbalance",
 		Title:     "Database memory is not piled up on one NUMA node",
+		Problem:   "Database memory is piled up on one NUMA node",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis", "numa"},
 		Doc: `Only on hosts with more than one NUMA node. Sums the resident pages of each

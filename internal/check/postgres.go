@@ -19,6 +19,7 @@ func init() {
 	Register(Check{
 		ID:        "pg.collation_glibc",
 		Title:     "PostgreSQL text indexes were built with the running C library's collation",
+		Problem:   "PostgreSQL text indexes were built with another version of the C library's collation",
 		Severity:  Critical,
 		AppliesTo: []string{"postgres"},
 		Doc: `Compares, for every database that accepts connections, the collation library
@@ -44,6 +45,7 @@ DATABASE ... REFRESH COLLATION VERSION.`,
 	Register(Check{
 		ID:        "pg.config_errors",
 		Title:     "PostgreSQL's configuration files read without errors",
+		Problem:   "PostgreSQL's configuration files have errors",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres"},
 		Doc: `Reads postgresql.conf as the server does: include, include_if_exists and
@@ -65,6 +67,7 @@ same errors from inside the server.`,
 	Register(Check{
 		ID:        "pg.settings_source",
 		Title:     "dbhost reads PostgreSQL's live settings",
+		Problem:   "dbhost reads PostgreSQL's settings from its files, not live",
 		Severity:  Info,
 		AppliesTo: []string{"postgres"},
 		Doc: `Says whether dbhost could read the server's effective settings over its local

@@ -28,6 +28,7 @@ func init() {
 	Register(Check{
 		ID:        "pg.hardening.hba_trust",
 		Title:     "pg_hba.conf has no trust rule for network clients",
+		Problem:   "pg_hba.conf has a trust rule for network clients",
 		Severity:  Critical,
 		AppliesTo: []string{"postgres"},
 		Doc: `Reads pg_hba.conf from the file the server uses (hba_file; by default
@@ -46,6 +47,7 @@ on that line and SELECT pg_reload_conf().`,
 	Register(Check{
 		ID:        "pg.hardening.hba_cleartext",
 		Title:     "Passwords cross the network only encrypted (pg_hba.conf)",
+		Problem:   "Passwords can cross the network in clear text (pg_hba.conf)",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres"},
 		Doc: `Looks for pg_hba.conf records that match network clients with a method that
@@ -62,6 +64,7 @@ sends the password), then SELECT pg_reload_conf().`,
 	Register(Check{
 		ID:        "pg.hardening.md5",
 		Title:     "PostgreSQL passwords use SCRAM, not MD5",
+		Problem:   "PostgreSQL passwords use MD5, not SCRAM",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres"},
 		Doc: `From PostgreSQL 10 on, scram-sha-256 is available and the documentation calls
@@ -81,6 +84,7 @@ scram-sha-256 record; from 14 an md5 record already uses SCRAM for SCRAM hashes)
 	Register(Check{
 		ID:        "pg.hardening.ssl",
 		Title:     "PostgreSQL offers SSL when it listens on the network (ssl)",
+		Problem:   "PostgreSQL listens on the network without SSL (ssl)",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres"},
 		Doc: `Reads ssl (live, else the configuration files; the default is off) and the
@@ -96,6 +100,7 @@ reload applies it since PostgreSQL 10) and make remote records hostssl.`,
 	Register(Check{
 		ID:        "pg.hardening.superuser_remote",
 		Title:     "PostgreSQL superusers cannot log in from the network",
+		Problem:   "PostgreSQL superusers can log in from the network",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres"},
 		Doc: `Walks pg_hba.conf in the server's order (first match wins) for every superuser
@@ -116,6 +121,7 @@ superusers above the first network record, then SELECT pg_reload_conf().`,
 	Register(Check{
 		ID:        "pg.hardening.public_create",
 		Title:     "PUBLIC cannot create objects in schema public",
+		Problem:   "PUBLIC can create objects in schema public",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres"},
 		Doc: `Reads the ACL of schema public (live, in the database dbhost connects to; new

@@ -18,6 +18,7 @@ func init() {
 	Register(Check{
 		ID:        "redis.auth",
 		Title:     "Redis on a network address requires authentication",
+		Problem:   "Redis on a network address accepts clients without authentication",
 		Severity:  Critical,
 		AppliesTo: []string{"redis"},
 		Doc: `Looks at the sockets the Redis (or Valkey) server really listens on (/proc/net/tcp,
@@ -42,6 +43,7 @@ remote clients until a password is set.`,
 	Register(Check{
 		ID:        "redis.persistence",
 		Title:     "Redis persistence is consistent, and its loss window and restart cost are known",
+		Problem:   "Redis writes an append-only file but leaves its flushing to the kernel (appendfsync no)",
 		Severity:  Info,
 		AppliesTo: []string{"redis"},
 		Doc: `Says which persistence the server uses and what it costs: RDB snapshots (save

@@ -14,6 +14,7 @@ func init() {
 	Register(Check{
 		ID:        "security.mac",
 		Title:     "Mandatory access control (SELinux or AppArmor) is enforcing",
+		Problem:   "Mandatory access control (SELinux or AppArmor) is not enforcing",
 		Severity:  Warning,
 		AppliesTo: []string{"host", "selinux"},
 		Doc: `Reads /sys/fs/selinux/enforce and SELINUX= in /etc/selinux/config (what the next
@@ -29,6 +30,7 @@ policy module can be built in permissive mode first, then enforced.`,
 	Register(Check{
 		ID:        "security.selinux_labels",
 		Title:     "Data directories carry the database's SELinux type",
+		Problem:   "Data directories lack the database's SELinux type",
 		Severity:  Warning,
 		AppliesTo: []string{"selinux", "postgres", "mysql", "mongodb", "redis", "galera"},
 		Doc: `With SELinux on, reads the security.selinux label of each data directory. The
@@ -45,6 +47,7 @@ relabel). Galera's ports 4567, 4568 and 4444 must likewise be mysqld_port_t
 	Register(Check{
 		ID:        "security.db_as_root",
 		Title:     "Database servers do not run as root",
+		Problem:   "A database server runs as root",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Reads the effective user of each server process. A database server running as

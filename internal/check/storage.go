@@ -24,6 +24,7 @@ func init() {
 	Register(Check{
 		ID:        "storage.scheduler",
 		Title:     "I/O scheduler of database devices suits the device kind",
+		Problem:   "I/O scheduler of database devices does not suit the device kind",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Reads /sys/block/DEV/queue/scheduler (the bracketed entry is active) of every
@@ -49,6 +50,7 @@ ATTR{queue/scheduler}="..."), applied now with echo into the same file.`,
 	Register(Check{
 		ID:        "storage.read_ahead",
 		Title:     "Read-ahead of database data devices is not oversized",
+		Problem:   "Read-ahead of database data devices is oversized",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb"},
 		Doc: `Reads /sys/block/DEV/queue/read_ahead_kb of the device each data directory's
@@ -76,6 +78,7 @@ a udev rule setting ATTR{queue/read_ahead_kb} (blockdev --setra takes
 	Register(Check{
 		ID:        "storage.rotational_cost",
 		Title:     "Database I/O cost settings match the data device",
+		Problem:   "Database I/O cost settings do not match the data device",
 		Severity:  Info,
 		AppliesTo: []string{"postgres", "mysql"},
 		Doc: `Compares the rotational flag of the physical devices under the data directory
@@ -95,6 +98,7 @@ reports 1 unless told otherwise), so there dbhost says it cannot tell.`,
 	Register(Check{
 		ID:        "storage.separate_wal",
 		Title:     "WAL, binlog and redo on a device of their own",
+		Problem:   "WAL, binlog or redo shares a device with the data",
 		Severity:  Info,
 		AppliesTo: []string{"postgres", "mysql"},
 		Doc: `Compares the physical devices (or ZFS pool, or NFS server) under the data

@@ -15,6 +15,7 @@ func init() {
 	Register(Check{
 		ID:        "storage.filesystem",
 		Title:     "Data directory filesystem suits the database",
+		Problem:   "Data directory filesystem does not suit the database",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Reads the filesystem type of the mount holding each data directory (from the
@@ -35,6 +36,7 @@ checks.`,
 	Register(Check{
 		ID:        "storage.noatime",
 		Title:     "Database filesystems do not write access times",
+		Problem:   "Database filesystems write access times",
 		Severity:  Info,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Reads the per-mount options of every mount holding a database path. With
@@ -51,6 +53,7 @@ mounts are judged by their own checks.`,
 	Register(Check{
 		ID:        "storage.barrier",
 		Title:     "Write barriers are on under database files",
+		Problem:   "Write barriers are off under database files",
 		Severity:  Critical,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Reads the superblock options of every mount holding a database path for
@@ -75,6 +78,7 @@ journal's ordering, not the cache.`,
 	Register(Check{
 		ID:        "storage.data_on_root",
 		Title:     "Data directory is not on the root filesystem",
+		Problem:   "Data directory is on the root filesystem",
 		Severity:  Warning,
 		AppliesTo: []string{"postgres", "mysql", "mongodb", "redis"},
 		Doc: `Finds the mount of each data directory. On "/" a growing database can fill

@@ -13,6 +13,7 @@ func init() {
 	Register(Check{
 		ID:        "storage.nfs.soft",
 		Title:     "NFS mounts under databases are hard mounts",
+		Problem:   "An NFS mount under a database is a soft mount",
 		Severity:  Critical,
 		AppliesTo: []string{"nfs"},
 		Doc: `Reads the options of every NFS mount holding a database path (mountinfo
@@ -27,6 +28,7 @@ which retry until the server answers.`,
 	Register(Check{
 		ID:        "storage.nfs.options",
 		Title:     "NFS mount options suit a database",
+		Problem:   "NFS mount options do not suit a database",
 		Severity:  Warning,
 		AppliesTo: []string{"nfs"},
 		Doc: `Reads the options of every NFS mount holding a database path and expects:

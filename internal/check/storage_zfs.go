@@ -15,6 +15,7 @@ func init() {
 	Register(Check{
 		ID:        "storage.zfs.recordsize",
 		Title:     "ZFS recordsize matches the database page size",
+		Problem:   "ZFS recordsize does not match the database page size",
 		Severity:  Warning,
 		AppliesTo: []string{"zfs", "postgres", "mysql"},
 		Doc: `Reads recordsize (zfs get -p) of the dataset holding each database path.
@@ -30,6 +31,7 @@ compression. A changed recordsize applies to files written afterwards.`,
 	Register(Check{
 		ID:        "storage.zfs.primarycache",
 		Title:     "ZFS ARC does not double-cache what the database caches",
+		Problem:   "ZFS ARC caching does not suit the database's own cache",
 		Severity:  Warning,
 		AppliesTo: []string{"zfs", "postgres", "mysql"},
 		Doc: `Reads primarycache of the dataset holding each data directory. InnoDB caches
@@ -44,6 +46,7 @@ the ARC), so it wants primarycache=all.`,
 	Register(Check{
 		ID:        "storage.zfs.atime",
 		Title:     "ZFS datasets under databases have atime off",
+		Problem:   "ZFS datasets under databases have atime on",
 		Severity:  Info,
 		AppliesTo: []string{"zfs"},
 		Doc: `Reads atime of each dataset holding a database path. With atime=on every
@@ -55,6 +58,7 @@ copy-on-write filesystem. atime=off is the database setting.`,
 	Register(Check{
 		ID:        "storage.zfs.compression",
 		Title:     "ZFS compression is on for database datasets",
+		Problem:   "ZFS compression is off for database datasets",
 		Severity:  Info,
 		AppliesTo: []string{"zfs"},
 		Doc: `Reads compression of each dataset holding a database path. Compression
@@ -67,6 +71,7 @@ quickly on incompressible blocks, so it costs little. off is flagged.`,
 	Register(Check{
 		ID:        "storage.zfs.slog_volatile",
 		Title:     "ZFS log device is not on volatile memory",
+		Problem:   "ZFS log device is on volatile memory",
 		Severity:  Critical,
 		AppliesTo: []string{"zfs"},
 		Doc: `Reads the log vdevs (SLOG) of every pool holding a database path from

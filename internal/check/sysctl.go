@@ -17,6 +17,7 @@ func init() {
 	Register(Check{
 		ID:        "sysctl.drift",
 		Title:     "Kernel parameters keep their values across a reboot",
+		Problem:   "Kernel parameters lose their values at the next reboot",
 		Severity:  Warning,
 		AppliesTo: []string{"host", "tuned"},
 		Doc: `For every kernel parameter dbhost judges, compares the running value

@@ -19,6 +19,7 @@ func init() {
 	Register(Check{
 		ID:        "time.sync_daemon",
 		Title:     "A time synchronisation daemon runs",
+		Problem:   "No time synchronisation daemon runs",
 		Severity:  Warning,
 		AppliesTo: []string{"host"},
 		Doc: `Looks in the process table for chronyd, ntpd (also ntpsec and OpenNTPD),
@@ -33,6 +34,7 @@ only the NTP daemon set time.`,
 	Register(Check{
 		ID:        "time.kernel_sync",
 		Title:     "The kernel clock is synchronised",
+		Problem:   "The kernel clock is not synchronised",
 		Severity:  Warning,
 		AppliesTo: []string{"host"},
 		Doc: `Asks the kernel with adjtimex(2) in read-only mode (no privilege needed, the clock
@@ -49,6 +51,7 @@ but cannot reach its servers shows up here, not in time.sync_daemon.`,
 	Register(Check{
 		ID:        "time.clocksource",
 		Title:     "The clock source is fast to read",
+		Problem:   "The clock source is slow to read",
 		Severity:  Info,
 		AppliesTo: []string{"host"},
 		Doc: `Reads /sys/devices/system/clocksource/clocksource0/current_clocksource.

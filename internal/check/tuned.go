@@ -15,6 +15,7 @@ func init() {
 	Register(Check{
 		ID:        "tuned.overrides",
 		Title:     "An active TuneD profile does not re-apply values that hurt the databases",
+		Problem:   "An active TuneD profile re-applies values that hurt the databases",
 		Severity:  Warning,
 		AppliesTo: []string{"tuned"},
 		Doc: `Reads /etc/tuned/active_profile, follows the profile's include= chain through

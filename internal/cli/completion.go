@@ -3,9 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/experiment"
+	"github.com/dbhost/dbhost/internal/report"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
@@ -42,4 +47,117 @@ them; otherwise, for example:
 		return ExitOK
 	})
 	return c
+}
+
+// registerCompletions gives the built tree its value completions: check
+// IDs and domains for the arguments of 'checks' and for --only, --skip and
+// --finding, and each command's own --format values. They are attached
+// here, per tree, so that nothing is shared between runs; the catalog is
+// read only when a shell asks.
+func registerCompletions(root *cobra.Command) {
+	formats := formatNames()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		fs := c.LocalNonPersistentFlags()
+		for _, name := range []string{"only", "skip"} {
+			if fs.Lookup(name) != nil {
+				c.RegisterFlagCompletionFunc(name, completeCheckList(true))
+			}
+		}
+		if fs.Lookup("finding") != nil {
+			c.RegisterFlagCompletionFunc("finding", completeCheckList(false))
+		}
+		if fs.Lookup("preset") != nil && c.Name() == "experiment" {
+			c.RegisterFlagCompletionFunc("preset", completeValues(experiment.PresetNames()))
+		}
+		if names, ok := formats[c.CommandPath()]; ok && fs.Lookup("format") != nil {
+			c.RegisterFlagCompletionFunc("format", completeValues(names))
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(root)
+}
+
+// completeValues completes one of a fixed set of values.
+func completeValues(names []string) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		var out []cobra.Completion
+		for _, n := range names {
+			if strings.HasPrefix(n, toComplete) {
+				out = append(out, n)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// formatNames are the --format values of each command, by command path:
+// the names of the set the command renders with.
+func formatNames() map[string][]string {
+	return map[string][]string{
+		"dbhost audit":           report.AuditFormats.Names(),
+		"dbhost checks":          catalogFormats.Names(),
+		"dbhost mem":             memFormats.Names(),
+		"dbhost contention":      contentionFormats.Names(),
+		"dbhost experiment":      summaryFormats.Names(),
+		"dbhost diff":            diffFormats.Names(),
+		"dbhost fleet report":    fleetFormats.Names(),
+		"dbhost results list":    listFormats.Names(),
+		"dbhost results show":    showFormats.Names(),
+		"dbhost results compare": compareFormats.Names(),
+		"dbhost results report":  reportFormats.Names(),
+	}
+}
+
+// completeCheckArgs completes the operands of 'dbhost checks': IDs and
+// domains not given yet.
+func completeCheckArgs(_ *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	return checkCompletions("", toComplete, args, true), cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeCheckList completes a comma-separated list of check IDs (and,
+// with domains, of prefixes such as mem or storage.zfs): the last element
+// of what is typed, after the ones already listed.
+func completeCheckList(domains bool) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		head, last := "", toComplete
+		if i := strings.LastIndexByte(toComplete, ','); i >= 0 {
+			head, last = toComplete[:i+1], toComplete[i+1:]
+		}
+		return checkCompletions(head, last, strings.Split(head, ","), domains), cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	}
+}
+
+// checkCompletions lists the IDs (and domains) that start with prefix and
+// are not in given, each after head and with its title (or its size).
+func checkCompletions(head, prefix string, given []string, domains bool) []cobra.Completion {
+	var out []cobra.Completion
+	count := map[string]int{}
+	var order []string
+	for _, c := range check.All() {
+		if domains {
+			parts := strings.Split(c.ID, ".")
+			for i := 1; i < len(parts); i++ {
+				d := strings.Join(parts[:i], ".")
+				if count[d] == 0 {
+					order = append(order, d)
+				}
+				count[d]++
+			}
+		}
+		order = append(order, c.ID)
+	}
+	for _, name := range order {
+		if !strings.HasPrefix(name, prefix) || slices.Contains(given, name) {
+			continue
+		}
+		if n := count[name]; n > 0 {
+			out = append(out, cobra.CompletionWithDesc(head+name, fmt.Sprintf("%d checks", n)))
+		} else if c, ok := check.Lookup(name); ok {
+			out = append(out, cobra.CompletionWithDesc(head+name, c.Title))
+		}
+	}
+	return out
 }

@@ -73,7 +73,7 @@ func (a *app) fixCmd() *cobra.Command {
 		}
 		printWaiverNotes(env.Stderr, "dbhost fix: ", waived)
 		if err != nil {
-			fmt.Fprintln(env.Stderr, "dbhost fix:", err)
+			fmt.Fprintln(env.Stderr, "dbhost fix:", namingPath(*out, err))
 			return ExitError
 		}
 		sort.Strings(written)

@@ -58,7 +58,7 @@ func TestFleetReportCommand(t *testing.T) {
 		{[]string{"fleet", "report", "-o", out}, ExitError, "no snapshot given"},
 		{[]string{"fleet", "report", "-o", out, "--format", "pdf", junk}, ExitError, `unknown format "pdf"`},
 		{[]string{"fleet", "report", "-o", out, "-j", "-1", junk}, ExitError, "-j must be"},
-		{[]string{"fleet", "report", "-o", filepath.Join(dir, "no", "such", "dir.html"), fixture.Path("baseline")}, ExitError, "no such file"},
+		{[]string{"fleet", "report", "-o", filepath.Join(dir, "no", "such", "dir.html"), fixture.Path("baseline")}, ExitError, "dir.html: directory " + filepath.Join(dir, "no", "such") + " does not exist"},
 		{[]string{"fleet", "frobnicate"}, ExitError, `unknown subcommand "frobnicate"`},
 		{[]string{"fleet"}, ExitError, "Usage: dbhost fleet"},
 		{[]string{"fleet", "-h"}, ExitOK, ""},

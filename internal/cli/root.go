@@ -79,6 +79,7 @@ func (a *app) root() *cobra.Command {
 		a.completionCmd(root), a.manCmd(root), a.versionCmd(),
 	)
 	root.InitDefaultHelpCmd() // now, so that compatArgs finds 'help'
+	registerCompletions(root)
 	return root
 }
 

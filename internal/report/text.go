@@ -109,7 +109,7 @@ func (t *textAudit) header() {
 // experiment verdict (-v) and fix.
 func (t *textAudit) finding(fd check.Finding, color, mark string) {
 	c, o, p := t.c, t.o, t.p
-	p("  %s%s%s %s%s%s  [%s] %s\n", color, mark, c.reset, c.bold, fd.ID, c.reset, termsafe.Line(fd.Subject), fd.Title)
+	p("  %s%s%s %s%s%s  [%s] %s\n", color, mark, c.reset, c.bold, fd.ID, c.reset, termsafe.Line(fd.Subject), fd.Headline())
 	// What an untrusted instance claims may hold newlines made to
 	// look like lines of their own: its text stays one paragraph.
 	para := func(s string) string { return s }
