@@ -46,6 +46,8 @@ var catalogFormats = new(report.Formats[[]catalogEntry]).
 
 func (a *app) checksCmd() *cobra.Command {
 	c := newCmd("checks", "list the check catalog")
+	c.Example = `  dbhost checks
+  dbhost checks --format markdown > checks.md`
 	format := c.Flags().String("format", "text", "output format: text, json, markdown")
 	c.Run = a.do(func(context.Context, []string) int {
 		env := a.env
