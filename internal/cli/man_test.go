@@ -244,10 +244,10 @@ func TestManSources(t *testing.T) {
 			dir = strings.TrimSpace(string(out))
 		}
 		found := false
-		inPkg := func(p string) bool {
+		skip := func(p string) bool {
 			return filepath.Dir(p) != filepath.Clean(dir) || strings.HasSuffix(p, "mansections.go")
 		}
-		for _, text := range goSource(t, dir, inPkg) {
+		for _, text := range goSource(t, dir, skip) {
 			found = found || strings.Contains(text, `"`+v.name+`"`)
 		}
 		if !found {
