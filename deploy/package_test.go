@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/dbhost/dbhost/internal/testdb"
 )
 
 // scriptEnv is the environment for scripts/package-deb: the test's, less
@@ -21,7 +23,7 @@ func scriptEnv(env ...string) []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "VERSION", "SOURCE_DATE_EPOCH", "DEB_MAINTAINER", "DEB_COMPRESSION", "GOARCH", "GOOS":
+		case "VERSION", "SOURCE_DATE_EPOCH", "DEB_MAINTAINER", "DEBFULLNAME", "DEBEMAIL", "DEB_COMPRESSION", "GOARCH", "GOOS":
 			continue
 		}
 		out = append(out, kv)
@@ -175,6 +177,8 @@ func TestPackage(t *testing.T) {
 		"usr/share/dbhost/prometheus/dbhost-rules.yml": "deploy/prometheus/dbhost-rules.yml",
 		"usr/share/dbhost/grafana/dbhost-fleet.json":   "deploy/grafana/dbhost-fleet.json",
 		"usr/share/doc/dbhost/copyright":               "",
+		"usr/share/doc/dbhost/changelog.gz":            "",
+		"usr/share/lintian/overrides/dbhost":           "packaging/debian/lintian-overrides",
 		"usr/share/doc/dbhost/README.md.gz":            "README.md",
 		"usr/share/doc/dbhost/README.deploy.md.gz":     "deploy/README.md",
 		// Written by dbhost from its command tree: checked below.
@@ -226,15 +230,24 @@ func TestPackage(t *testing.T) {
 		}
 	}
 
-	// Control archive: no maintainer script (nothing enables or starts the
-	// service), the file in /etc is a conffile.
+	// Control archive: the maintainer scripts of packaging/debian (no
+	// others), executable; the file in /etc is a conffile.
 	ctrl := filepath.Join(tmp, "control")
 	if _, errOut, err := run(root, dpkgDeb, "-e", deb, ctrl); err != nil {
 		t.Fatalf("dpkg-deb -e: %v %s", err, errOut)
 	}
 	for _, s := range []string{"preinst", "postinst", "prerm", "postrm", "config", "triggers"} {
-		if _, err := os.Stat(filepath.Join(ctrl, s)); err == nil {
+		got, err := os.ReadFile(filepath.Join(ctrl, s))
+		want, werr := os.ReadFile(filepath.Join(root, "packaging", "debian", s))
+		switch {
+		case werr != nil && err == nil:
 			t.Errorf("the package has a %s script", s)
+		case werr == nil && (err != nil || !bytes.Equal(got, want)):
+			t.Errorf("the package's %s is not packaging/debian/%s (%v)", s, s, err)
+		case werr == nil:
+			if st, err := os.Stat(filepath.Join(ctrl, s)); err != nil || st.Mode().Perm() != 0o755 {
+				t.Errorf("%s: mode %v, want 0755 (%v)", s, st.Mode(), err)
+			}
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(ctrl, "conffiles")); err != nil || string(b) != "/etc/default/dbhost\n" {
@@ -254,10 +267,23 @@ func TestPackage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The maintainer scripts run outside the root (dpkg sets DPKG_ROOT):
+	// the real deb-systemd-helper keeps its state under DPKG_ROOT;
+	// systemctl and deb-systemd-invoke, which act on the running system,
+	// are stand-ins that record any call (there must be none).
+	dsh := tool(t, "deb-systemd-helper", "init-system-helpers")
+	fake, calls := fakeSystemd(t)
+	scriptPath := "PATH=" + fake + string(os.PathListSeparator) + filepath.Dir(dsh) + string(os.PathListSeparator) + os.Getenv("PATH")
 	dpkgArgs := []string{"--root=" + inst, "--force-not-root", "--force-script-chrootless", "--log=/dev/null"}
-	if out, errOut, err := run(root, dpkg, append(dpkgArgs, "--install", deb)...); err != nil {
-		t.Fatalf("dpkg --install: %v\n%s%s", err, out, errOut)
+	dpkgRun := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(dpkg, append(dpkgArgs, args...)...)
+		cmd.Env = append(os.Environ(), scriptPath)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("dpkg %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
+	dpkgRun("--install", deb)
 	status, _, err := run(root, dpkgQuery, "--admindir="+admin, "-W", "-f=${Status} ${Version}", "dbhost")
 	if err != nil || status != "install ok installed "+version {
 		t.Fatalf("dpkg-query: %q, %v; want installed %s", status, err, version)
@@ -342,9 +368,12 @@ func TestPackage(t *testing.T) {
 			t.Errorf("%s differs from 'dbhost completion %s': %v %v %s", file, shell, err, rerr, errOut)
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(inst, "usr/share/doc/dbhost/copyright")); err != nil ||
-		!bytes.Contains(b, []byte("== github.com/jackc/pgx/v5 ")) || !bytes.Contains(b, []byte("== Go standard library")) {
-		t.Errorf("copyright does not give the licences of what the binary links (%v)", err)
+	checkCopyright(t, filepath.Join(inst, "usr/share/doc/dbhost/copyright"))
+	if b, err := os.ReadFile(filepath.Join(inst, "usr/share/doc/dbhost/changelog.gz")); err != nil {
+		t.Error(err)
+	} else if b, err = gunzip(b); err != nil || !bytes.HasPrefix(b, []byte("dbhost ("+version+") unstable; urgency=medium\n")) ||
+		!bytes.Contains(b, []byte("\n -- "+fields["Maintainer"]+"  ")) {
+		t.Errorf("changelog.gz: %v\n%s", err, b)
 	}
 
 	// Not enabled: no symlink anywhere (a *.wants/ link is what enabling
@@ -375,14 +404,64 @@ func TestPackage(t *testing.T) {
 		t.Errorf("dpkg --verify does not see a changed file: %q (md5sums missing?)", out)
 	}
 
-	// Purge: everything goes, the conffile too.
-	if out, errOut, err := run(root, dpkg, append(dpkgArgs, "--purge", "dbhost")...); err != nil {
-		t.Fatalf("dpkg --purge: %v\n%s%s", err, out, errOut)
+	// deb-systemd-helper recorded the links enabling would make (for
+	// purge to remove) and made none.
+	dshState := filepath.Join(inst, "var/lib/systemd/deb-systemd-helper-enabled")
+	for unit, link := range map[string]string{"dbhost.service": "/etc/systemd/system/multi-user.target.wants/dbhost.service",
+		"dbhost.socket": "/etc/systemd/system/sockets.target.wants/dbhost.socket"} {
+		if b, err := os.ReadFile(filepath.Join(dshState, unit+".dsh-also")); err != nil || !strings.Contains(string(b), link) {
+			t.Errorf("deb-systemd-helper state of %s: %q, %v; want %s", unit, b, err, link)
+		}
+		// The operator enables the unit (what systemctl enable makes).
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(inst, link)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("/lib/systemd/system/"+unit, filepath.Join(inst, link)); err != nil {
+			t.Fatal(err)
+		}
 	}
+
+	// Upgrade (the same version again: dpkg runs prerm upgrade, then
+	// postinst configure with the old version), remove, purge.
+	dpkgRun("--install", deb)
+	if status, _, err := run(root, dpkgQuery, "--admindir="+admin, "-W", "-f=${Status}", "dbhost"); err != nil || status != "install ok installed" {
+		t.Errorf("after the upgrade: %q, %v", status, err)
+	}
+	dpkgRun("--remove", "dbhost")
+	if _, err := os.Stat(bin); err == nil {
+		t.Error("dbhost left after remove")
+	}
+	if _, err := os.Stat(filepath.Join(inst, "etc/default/dbhost")); err != nil {
+		t.Errorf("the conffile went with remove: %v", err)
+	}
+	// Removed, not purged: the units are masked, so that the operator's
+	// links cannot start a unit whose binary is gone.
+	for _, unit := range []string{"dbhost.service", "dbhost.socket"} {
+		if l, err := os.Readlink(filepath.Join(inst, "etc/systemd/system", unit)); err != nil || l != "/dev/null" {
+			t.Errorf("%s after remove: %q, %v; want masked", unit, l, err)
+		}
+	}
+	// What dbhost wrote for itself, and what records host changes.
+	state := filepath.Join(inst, "var/lib/dbhost")
+	seedState(t, state, false)
+	dpkgRun("--purge", "dbhost")
 	for name := range files {
 		if _, err := os.Lstat(filepath.Join(inst, name)); err == nil {
 			t.Errorf("%s left after purge", name)
 		}
+	}
+	// Purge disables: the operator's enabling links, the mask and the
+	// helper's state are gone; so is dbhost's state.
+	for _, p := range []string{"etc/systemd/system/multi-user.target.wants/dbhost.service", "etc/systemd/system/sockets.target.wants/dbhost.socket",
+		"etc/systemd/system/dbhost.service", "etc/systemd/system/dbhost.socket", "var/lib/systemd/deb-systemd-helper-enabled/dbhost.service.dsh-also",
+		"var/lib/systemd/deb-systemd-helper-masked/dbhost.service", "var/lib/dbhost"} {
+		if _, err := os.Lstat(filepath.Join(inst, p)); err == nil {
+			t.Errorf("%s left after purge", p)
+		}
+	}
+	// Under DPKG_ROOT nothing acted on the running system.
+	if b, _ := os.ReadFile(calls); len(b) > 0 {
+		t.Errorf("maintainer scripts called, with DPKG_ROOT set:\n%s", b)
 	}
 
 	// Reproducible: the same commit gives the same bytes.
@@ -417,4 +496,196 @@ func dropLine(b []byte, i int) []byte {
 		lines = append(lines[:i], lines[i+1:]...)
 	}
 	return bytes.Join(lines, []byte("\n"))
+}
+
+// fakeSystemd is a directory of stand-ins for systemctl and
+// deb-systemd-invoke, which act on the running system: each appends its
+// name and arguments to the file calls.
+func fakeSystemd(t *testing.T) (dir, calls string) {
+	t.Helper()
+	dir = t.TempDir()
+	calls = filepath.Join(dir, "calls")
+	for _, name := range []string{"systemctl", "deb-systemd-invoke"} {
+		script := "#!/bin/sh\necho \"" + name + " $*\" >>'" + calls + "'\n"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, calls
+}
+
+// seedState fills dir (a /var/lib/dbhost) with what dbhost writes there:
+// its own files, and with records, a change set of fix --apply and an
+// interrupted experiment's journal.
+func seedState(t *testing.T, dir string, records bool) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "changes"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"results.db", "results.db-wal", "results.db-shm", "contention-probe.json"}
+	if records {
+		files = append(files, "experiment.journal", "changes/20260101T000000Z/meta.json")
+	}
+	for _, f := range files {
+		p := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("{}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkCopyright: the package's copyright file is machine-readable (DEP-5),
+// dbhost's licence is the repository's (Apache-2.0), and it names every
+// module the binary links with a licence and a copyright.
+func checkCopyright(t *testing.T, file string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	text := string(b)
+	if !strings.HasPrefix(text, "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n") ||
+		!strings.Contains(text, "\n\nFiles: *\nCopyright: The dbhost Authors\nLicense: Apache-2.0\n") ||
+		!strings.Contains(text, "\n\nLicense: Apache-2.0\n On Debian systems the full text of this licence is in\n /usr/share/common-licenses/Apache-2.0.\n") {
+		t.Errorf("copyright: not DEP-5 with dbhost under Apache-2.0:\n%.600s", text)
+	}
+	// One paragraph per module, each with Copyright and License.
+	paras := map[string]string{}
+	for _, p := range strings.Split(text, "\n\n") {
+		if first, _, _ := strings.Cut(p, "\n"); strings.HasPrefix(first, "Files: ") {
+			paras[strings.TrimPrefix(first, "Files: ")] = p
+		}
+	}
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{with .Module}}{{if not .Main}}{{.Path}}@{{.Version}}{{end}}{{end}}", "../cmd/dbhost").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	mods := strings.Fields(string(out))
+	if len(mods) < 10 {
+		t.Fatalf("go list: %d modules", len(mods))
+	}
+	for _, m := range append(mods, "go/src") {
+		p, ok := paras[m+"/*"]
+		if !ok {
+			t.Errorf("copyright: no Files paragraph for %s", m)
+			continue
+		}
+		if !strings.Contains(p, "\nCopyright: ") || !strings.Contains(p, "\nLicense: ") {
+			t.Errorf("copyright: %s lacks Copyright or License:\n%s", m, p)
+		}
+	}
+	// Known licences where they are known.
+	for m, lic := range map[string]string{"github.com/jackc/pgx/v5": "Expat", "github.com/prometheus/client_golang": "Apache-2.0",
+		"github.com/go-sql-driver/mysql": "MPL-2.0", "golang.org/x/sys": "BSD-3-clause"} {
+		for f, p := range paras {
+			if strings.HasPrefix(f, m+"@") && !strings.Contains(p+"\n", "\nLicense: "+lic+"\n") {
+				t.Errorf("copyright: %s is not under %s:\n%.300s", m, lic, p)
+			}
+		}
+	}
+}
+
+// TestLicence: the repository's licence is the Apache License 2.0, word
+// for word (Debian keeps the text in /usr/share/common-licenses).
+func TestLicence(t *testing.T) {
+	got, err := os.ReadFile(filepath.Join(repoRoot(t), "LICENSE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(got, []byte("Apache License\n                           Version 2.0, January 2004")) {
+		t.Errorf("LICENSE is not the Apache License 2.0")
+	}
+	want, err := os.ReadFile("/usr/share/common-licenses/Apache-2.0")
+	testdb.Need(t, "/usr/share/common-licenses/Apache-2.0 (Debian package base-files)", err == nil)
+	if !bytes.Equal(got, want) {
+		t.Errorf("LICENSE differs from /usr/share/common-licenses/Apache-2.0")
+	}
+}
+
+// TestMaintainer: the Maintainer field comes from DEB_MAINTAINER, else
+// DEBFULLNAME and DEBEMAIL, else the last commit's author; a value that is
+// not one name and address, or none at all, fails the build naming it.
+func TestMaintainer(t *testing.T) {
+	git := tool(t, "git", "git")
+	root := repoRoot(t)
+	author, _, err := run(root, git, "log", "-1", "--format=%an <%ae>")
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	author = strings.TrimSpace(author)
+	for _, c := range []struct {
+		env       []string
+		want, err string
+	}{
+		{nil, author, ""},
+		{[]string{"DEBFULLNAME=Jane Doe", "DEBEMAIL=jane@example.org"}, "Jane Doe <jane@example.org>", ""},
+		{[]string{"DEBEMAIL=Jane Doe <jane@example.org>"}, "Jane Doe <jane@example.org>", ""},
+		{[]string{"DEB_MAINTAINER=Ops Team <ops@example.org>", "DEBFULLNAME=Jane Doe", "DEBEMAIL=jane@example.org"}, "Ops Team <ops@example.org>", ""},
+		{[]string{"DEBEMAIL=jane@example.org"}, "", `DEBEMAIL="jane@example.org" has no name`},
+		{[]string{"DEB_MAINTAINER=Jane, Joe <j@example.org>"}, "", `maintainer "Jane, Joe <j@example.org>" (from DEB_MAINTAINER) is not`},
+		{[]string{"DEB_MAINTAINER=jane@example.org"}, "", `maintainer "jane@example.org" (from DEB_MAINTAINER) is not`},
+		{[]string{"DEBFULLNAME=Jane", "DEBEMAIL=<jane@example.org>"}, "", `(from DEBFULLNAME and DEBEMAIL) is not`},
+	} {
+		got, err := packageScript(root, scriptEnv(c.env...), "--maintainer")
+		switch {
+		case c.err == "" && (err != nil || got != c.want):
+			t.Errorf("%q: %q, %v; want %q", c.env, got, err, c.want)
+		case c.err != "" && (err == nil || !strings.Contains(got, c.err)):
+			t.Errorf("%q: %q, %v; want an error with %q", c.env, got, err, c.err)
+		}
+	}
+	// Outside a git checkout and without the variables: no maintainer.
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "scripts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join(root, "scripts", "package-deb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "scripts", "package-deb"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := packageScript(dir, scriptEnv("VERSION=1.0", "GIT_CEILING_DIRECTORIES="+filepath.Dir(dir)), "--maintainer")
+	if err == nil || !strings.Contains(got, "no maintainer: set DEBFULLNAME and DEBEMAIL") {
+		t.Errorf("no git, no variables: %q, %v; want an error", got, err)
+	}
+}
+
+// TestLintian builds the package and runs lintian on it: no tag at any
+// level (pedantic and experimental too), but those of the package's
+// overrides file, each explained there.
+func TestLintian(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds dbhost and a package (-short)")
+	}
+	lintian := tool(t, "lintian", "lintian")
+	root := repoRoot(t)
+	deb, err := packageScript(root, scriptEnv("DEB_COMPRESSION=gzip"), t.TempDir())
+	if err != nil {
+		t.Fatalf("scripts/package-deb: %v\n%s", err, deb)
+	}
+	out, errOut, err := run(root, lintian, "--pedantic", "--display-info", "--display-experimental", "--fail-on", "error,warning,info,pedantic,experimental", deb)
+	// Lintian warns on stderr that it runs as root; that is all it may say.
+	errOut = strings.TrimSpace(strings.ReplaceAll(errOut, "running with root privileges is not recommended!", ""))
+	if err != nil || out != "" || errOut != "" {
+		t.Errorf("lintian %s: %v\n%s%s", filepath.Base(deb), err, out, errOut)
+	}
+	// Every override has its reason: a comment right above it.
+	b, err := os.ReadFile(filepath.Join(root, "packaging", "debian", "lintian-overrides"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := ""
+	for _, ln := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if strings.HasPrefix(ln, "dbhost: ") && !strings.HasPrefix(prev, "#") && !strings.HasPrefix(prev, "dbhost: ") {
+			t.Errorf("lintian override without a reason: %s", ln)
+		}
+		prev = ln
+	}
 }

@@ -21,6 +21,15 @@ import (
 
 func (a *app) auditCmd() *cobra.Command {
 	c := newCmd("audit", "judge this host (or a snapshot) and every database on it")
+	c.Example = `  sudo dbhost audit
+  dbhost audit --from db1.tar.gz -v
+  dbhost audit --format json | jq '.findings[] | select(.status=="fail")'
+  dbhost audit --format prom --fail-on none -o /var/lib/node_exporter/textfile/dbhost.prom`
+	setExits(c, map[int]string{
+		ExitOK:       "No check failed at or above --fail-on (default warning).",
+		ExitFindings: "A check failed at or above --fail-on.",
+		ExitError:    "It could not run, or could judge nothing (every check unknown).",
+	})
 	fs := c.Flags()
 	var src sourceFlags
 	src.register(fs, true)

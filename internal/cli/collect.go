@@ -18,6 +18,9 @@ import (
 
 func (a *app) collectCmd() *cobra.Command {
 	c := newCmd("collect -o FILE.tar.gz", "write a snapshot of what the checks read, without secrets")
+	c.Example = `  sudo dbhost collect -o db1.tar.gz
+  dbhost audit --from db1.tar.gz`
+	setExits(c, map[int]string{ExitOK: "The snapshot is written.", ExitError: "No snapshot: it could not run, or the file could not be written."})
 	fs := c.Flags()
 	var src sourceFlags
 	src.register(fs, false)

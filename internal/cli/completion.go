@@ -18,6 +18,7 @@ import (
 // the command tree. The script is dbhost's own text: it is written raw.
 func (a *app) completionCmd(root *cobra.Command) *cobra.Command {
 	c := newCmd("completion bash|zsh|fish", "print the shell completion script")
+	c.Example = `  dbhost completion bash > /etc/bash_completion.d/dbhost`
 	c.Long = `Print the shell completion script for bash, zsh or fish. The Debian package installs
 them; otherwise, for example:
 

@@ -110,6 +110,14 @@ func (cf *contentionFlags) options() (contention.Options, error) {
 
 func (a *app) contentionCmd() *cobra.Command {
 	c := newCmd("contention", "judge context switches per core and per query against this host's capacity")
+	c.Example = `  sudo dbhost contention --probe
+  sudo dbhost contention
+  sudo dbhost contention --watch`
+	setExits(c, map[int]string{
+		ExitOK:       "No verdict warns.",
+		ExitFindings: "A verdict warns: switching takes too much of a core, or too many switches per query.",
+		ExitError:    "It could not run, or could judge nothing.",
+	})
 	fs := c.Flags()
 	var cf contentionFlags
 	cf.register(fs)

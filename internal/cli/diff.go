@@ -30,6 +30,14 @@ var diffFormats = new(report.Formats[diffOutput]).
 
 func (a *app) diffCmd() *cobra.Command {
 	c := newCmd("diff A [B]", "what differs between two hosts or two times")
+	c.Example = `  dbhost diff db1.tar.gz db2.tar.gz
+  sudo dbhost diff db1.tar.gz          # the snapshot against this host
+  dbhost diff --format json before.tar.gz after.tar.gz`
+	setExits(c, map[int]string{
+		ExitOK:       "No difference.",
+		ExitFindings: "Differences.",
+		ExitError:    "Trouble: a bad argument, or a side that could not be read.",
+	})
 	c.Long = `What differs between two hosts or two times.
 
 A and B are snapshot files ('dbhost collect'), or 'live' (also '-') for this host.

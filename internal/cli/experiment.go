@@ -31,6 +31,14 @@ func (a *app) experimentCmd() *cobra.Command {
 	}
 	c := newCmd("experiment [--preset NAME | --finding ID[,ID] | --arm 'base: knob=value' --arm 'new: knob=value' | -f plan.yaml]",
 		"prove a tuning change with a real benchmark; always puts the host back")
+	c.Example = `  sudo dbhost experiment --preset hugepages
+  sudo dbhost experiment --finding mem.dirty
+  sudo dbhost experiment --arm 'base: vm.swappiness=60' --arm 'low: vm.swappiness=1'`
+	setExits(c, map[int]string{
+		ExitOK:          "The experiment ran to a verdict (better, worse, equivalent or inconclusive) and the host was put back.",
+		ExitError:       "It could not run, or failed; what it had changed was put back.",
+		ExitInterrupted: "Interrupted by SIGINT or SIGTERM; the host was put back.",
+	})
 	c.Long = `Prove a tuning change with a real benchmark; always puts the host back.
 
 Presets:` + presets.String() + `
@@ -152,6 +160,7 @@ var summaryFormats = new(report.Formats[summaryOutput]).
 
 func (a *app) experimentRecoverCmd() *cobra.Command {
 	c := newCmd("recover", "undo a run that was killed: restore the host from the journal")
+	c.Example = `  sudo dbhost experiment recover`
 	fs := c.Flags()
 	journalFile := fs.String("journal", experiment.DefaultJournal, "journal of changes to undo")
 	db := fs.String("db", results.DefaultPath, "results database (its running experiments are marked interrupted)")

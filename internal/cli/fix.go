@@ -15,6 +15,15 @@ import (
 
 func (a *app) fixCmd() *cobra.Command {
 	c := newCmd("fix --out DIR | --plan | --apply | --rollback [CHANGE-ID] | --history | --recover", "render the fixes of the findings, or plan, apply and roll them back on this host")
+	c.Example = `  dbhost fix --out ./fixes
+  sudo dbhost fix --plan
+  sudo dbhost fix --apply --only mem
+  sudo dbhost fix --rollback`
+	setExits(c, map[int]string{
+		ExitOK:       "Done: the files rendered (--out), nothing to change (--plan), every selected finding passes after --apply; --rollback, --history, --recover done.",
+		ExitFindings: "--plan: changes are pending. --apply: applied, but a selected finding does not pass after it.",
+		ExitError:    "It could not run, the plan was refused, or the apply failed and was rolled back.",
+	})
 	fs := c.Flags()
 	var src sourceFlags
 	src.register(fs, true)

@@ -30,6 +30,13 @@ var fleetFormats = new(report.Formats[*fleet.Report]).
 
 func (a *app) fleetReportCmd() *cobra.Command {
 	c := newCmd("report SNAPSHOT... -o FILE", "one page over many snapshots: checks by host, settings off the majority, each host's failures")
+	c.Example = `  dbhost fleet report snaps/ -o fleet.html
+  dbhost fleet report snaps/*.tar.gz --format json -o -`
+	setExits(c, map[int]string{
+		ExitOK:       "The report covers every snapshot.",
+		ExitFindings: "The report lists snapshots that could not be read.",
+		ExitError:    "No report: bad arguments, nothing readable, or the file could not be written.",
+	})
 	c.Long = `One page over many snapshots: checks by host, settings off the majority, each host's failures.
 
 Exit status: 0 every snapshot read, 1 the report lists snapshots that could not be read,

@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +29,8 @@ func (a *app) manCmd(root *cobra.Command) *cobra.Command {
 	c.Long = `Write the man pages, dbhost(1) and one per command (dbhost-audit(1),
 dbhost-results-show(1), ...), into DIR; without DIR, dbhost(1) to standard output.
 They are dated SOURCE_DATE_EPOCH when it is set (reproducible builds), else today.`
+	c.Example = `  dbhost man ./man && man -l ./man/dbhost-audit.1
+  dbhost man | man -l -          # dbhost(1)`
 	c.Args = argCount(0, 1, "at most one directory")
 	c.Run = a.do(func(_ context.Context, args []string) int {
 		date, err := manDate()
@@ -42,6 +46,43 @@ They are dated SOURCE_DATE_EPOCH when it is set (reproducible builds), else toda
 		return ExitOK
 	})
 	return c
+}
+
+// exitAnnotation prefixes the annotations that hold what a command's exit
+// statuses mean ("exit 1": "a finding failed..."), set by setExits beside
+// the command's definition.
+const exitAnnotation = "exit "
+
+// setExits records what c's exit statuses mean: its page's EXIT STATUS.
+// A command without them succeeds with ExitOK or fails with ExitError
+// (plainExits).
+func setExits(c *cobra.Command, means map[int]string) {
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	for code, m := range means {
+		c.Annotations[exitAnnotation+strconv.Itoa(code)] = m
+	}
+}
+
+// plainExits are the exit statuses of a command that sets none.
+var plainExits = map[int]string{
+	ExitOK:    "Success.",
+	ExitError: "It could not run: a bad flag or argument, a file it could not read or write, an error of the system.",
+}
+
+// exits are c's exit statuses and what they mean, by status.
+func exits(c *cobra.Command) map[int]string {
+	out := map[int]string{}
+	for k, v := range c.Annotations {
+		if code, err := strconv.Atoi(strings.TrimPrefix(k, exitAnnotation)); err == nil && strings.HasPrefix(k, exitAnnotation) {
+			out[code] = v
+		}
+	}
+	if len(out) == 0 {
+		return plainExits
+	}
+	return out
 }
 
 // manDate is the date in the pages' header.
@@ -123,6 +164,7 @@ func writeMan(w io.Writer, c *cobra.Command, date, version string) error {
 			writeManFlag(b, f)
 		}
 	}
+	writeManSections(b, c)
 	var also []string
 	if c.HasParent() {
 		also = append(also, fmt.Sprintf("\\fB%s\\fR(1)", roffName(manName(c.Parent()))))
@@ -134,6 +176,81 @@ func writeMan(w io.Writer, c *cobra.Command, date, version string) error {
 		fmt.Fprintf(b, ".SH SEE ALSO\n%s\n", strings.Join(also, ", "))
 	}
 	return b.Flush()
+}
+
+// writeManSections writes EXIT STATUS, ENVIRONMENT, FILES and EXAMPLES:
+// the files and variables of mansections.go that concern the command
+// (all of them on dbhost(1)), its exit statuses and its Example.
+func writeManSections(w io.Writer, c *cobra.Command) {
+	codes := exits(c)
+	fmt.Fprintln(w, ".SH EXIT STATUS")
+	for _, code := range slices.Sorted(maps.Keys(codes)) {
+		fmt.Fprintf(w, ".TP\n.B %d\n%s\n", code, roffLine(codes[code]))
+	}
+	name, root := strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "), !c.HasParent()
+	concerns := func(cmds []string) bool { return root || slices.Contains(cmds, name) }
+	heading := false
+	for _, v := range manVars {
+		if concerns(v.cmds) {
+			if !heading {
+				fmt.Fprintln(w, ".SH ENVIRONMENT")
+				heading = true
+			}
+			fmt.Fprintf(w, ".TP\n.B %s\n%s\n", roffName(v.name), roffLine(v.means))
+		}
+	}
+	heading = false
+	for _, f := range manFiles {
+		if concerns(f.cmds) {
+			if !heading {
+				fmt.Fprintln(w, ".SH FILES")
+				heading = true
+			}
+			fmt.Fprintf(w, ".TP\n.I %s\n%s\n", roffName(f.path), roffLine(f.means))
+		}
+	}
+	if ex := examples(c); ex != "" {
+		fmt.Fprintf(w, ".SH EXAMPLES\n.PP\n.nf\n")
+		for _, ln := range strings.Split(ex, "\n") {
+			fmt.Fprintln(w, roffLine(ln))
+		}
+		fmt.Fprintln(w, ".fi")
+	}
+}
+
+// examples is c's Example without its indentation; for a command that
+// only holds subcommands, theirs.
+func examples(c *cobra.Command) string {
+	if c.Example != "" {
+		return trimIndent(c.Example)
+	}
+	var out []string
+	for _, s := range c.Commands() {
+		if s.IsAvailableCommand() && s.Example != "" {
+			out = append(out, trimIndent(s.Example))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// trimIndent removes the indentation all of s's lines share.
+func trimIndent(s string) string {
+	lines := strings.Split(strings.Trim(s, "\n"), "\n")
+	indent := -1
+	for _, ln := range lines {
+		if strings.TrimSpace(ln) == "" {
+			continue
+		}
+		if n := len(ln) - len(strings.TrimLeft(ln, " ")); indent < 0 || n < indent {
+			indent = n
+		}
+	}
+	for i, ln := range lines {
+		if len(ln) >= indent && indent > 0 {
+			lines[i] = ln[indent:]
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // writeManFlag writes a flag as a tagged paragraph: -o, --output string.

@@ -89,6 +89,8 @@ func (mf *memFlags) options() (mem.Options, error) {
 // instances, the host against /proc/meminfo, NUMA. It only reads.
 func (a *app) memCmd() *cobra.Command {
 	c := newCmd("mem", "account memory truthfully: processes, shared regions counted once, instances, NUMA")
+	c.Example = `  sudo dbhost mem
+  dbhost mem --from db1.tar.gz --format json`
 	var mf memFlags
 	mf.register(c.Flags())
 	c.Run = a.do(func(ctx context.Context, _ []string) int {

@@ -89,6 +89,7 @@ var listFormats = new(report.Formats[listed]).
 
 func (a *app) resultsListCmd() *cobra.Command {
 	c, db := storedCmd("list", "the stored experiments, newest first", 0, "no arguments")
+	c.Example = `  dbhost results list`
 	c.Aliases = []string{"ls"}
 	format := c.Flags().String("format", "text", "text or json")
 	c.Run = a.do(func(ctx context.Context, _ []string) int {
@@ -175,6 +176,7 @@ var showFormats = new(report.Formats[shown]).
 
 func (a *app) resultsShowCmd() *cobra.Command {
 	c, db := storedCmd("show ID", "one experiment: verdicts, arms, trials", 1, "one experiment ID")
+	c.Example = `  dbhost results show last`
 	format := c.Flags().String("format", "text", "text, json or markdown")
 	c.Run = a.do(func(ctx context.Context, args []string) int {
 		env := a.env
@@ -255,6 +257,7 @@ func summaryChecked(s *experiment.Stored) (*experiment.Summary, string) {
 
 func (a *app) resultsCompareCmd() *cobra.Command {
 	c, db := storedCmd("compare ID ID", "the same arms in two experiments (did the host change?)", 2, "two experiment IDs")
+	c.Example = `  dbhost results compare 20260101 last`
 	format := c.Flags().String("format", "text", "text or json")
 	c.Run = a.do(func(ctx context.Context, args []string) int {
 		env := a.env
@@ -284,6 +287,7 @@ var compareFormats = new(report.Formats[*experiment.Compared]).
 
 func (a *app) resultsReportCmd() *cobra.Command {
 	c, db := storedCmd("report ID -o FILE", "the report: --format html (default), markdown or json", 1, "one experiment ID")
+	c.Example = `  dbhost results report last -o report.html`
 	out := c.Flags().StringP("output", "o", "", "write the report to this file ('-' for standard output)")
 	format := c.Flags().String("format", "html", "html, markdown or json")
 	c.Run = a.do(func(ctx context.Context, pos []string) int {

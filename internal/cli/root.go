@@ -56,6 +56,17 @@ func (a *app) root() *cobra.Command {
 		Args:                  cobra.ArbitraryArgs,
 	}
 	version := root.Flags().Bool("version", false, "print the version")
+	root.Example = `  sudo dbhost audit                 # this host and every database on it
+  sudo dbhost collect -o db1.tar.gz # a snapshot, audited anywhere with --from
+  dbhost fix --out ./fixes          # the files that fix the findings
+  sudo dbhost serve                 # the Prometheus exporter
+  dbhost help audit`
+	setExits(root, map[int]string{
+		ExitOK:          "Success.",
+		ExitFindings:    "The command found what it looks for: failing findings (audit), warnings (contention), differences (diff), pending changes (fix --plan), unreadable snapshots (fleet report). Each command's page says.",
+		ExitError:       "It could not run; also no command, or an unknown one.",
+		ExitInterrupted: "An experiment was interrupted (the host was put back).",
+	})
 	root.Run = a.do(func(_ context.Context, args []string) int {
 		switch {
 		case *version:
@@ -119,6 +130,7 @@ func suggest(c *cobra.Command, name string) string {
 // an unknown one, it shows its usage on stderr and fails.
 func (a *app) groupCmd(use, short, long string, subs ...*cobra.Command) *cobra.Command {
 	c := &cobra.Command{Use: use, Short: short, Long: long, Args: cobra.ArbitraryArgs, DisableFlagsInUseLine: true}
+	setExits(c, map[int]string{ExitError: "No subcommand, or an unknown one: the usage is shown. Each subcommand's page gives its own."})
 	c.Run = a.do(func(_ context.Context, args []string) int {
 		if len(args) > 0 {
 			fmt.Fprintf(a.env.Stderr, "%s: unknown subcommand %q%s\n\n", c.CommandPath(), args[0], suggest(c, args[0]))
@@ -166,6 +178,7 @@ func (a *app) helpCmd(root *cobra.Command) *cobra.Command {
 
 func (a *app) versionCmd() *cobra.Command {
 	c := newCmd("version", "print the version")
+	c.Example = `  dbhost version`
 	c.Run = a.do(func(context.Context, []string) int { return runVersion(a.env) })
 	return c
 }

@@ -170,6 +170,9 @@ func (sf *serveFlags) applyWaivers(h *host.Host, fds []check.Finding, sel check.
 
 func (a *app) serveCmd() *cobra.Command {
 	c := newCmd("serve", "Prometheus exporter: audit in the background, serve the last result")
+	c.Example = `  sudo dbhost serve
+  sudo dbhost serve --web.config.file /etc/dbhost/web.yml`
+	setExits(c, map[int]string{ExitOK: "Stopped by SIGINT or SIGTERM.", ExitError: "It could not start: a bad flag, or the address could not be listened on."})
 	var sf serveFlags
 	sf.register(c.Flags())
 	c.Run = a.do(func(ctx context.Context, _ []string) int {
