@@ -264,6 +264,20 @@ func (i *Instance) Name() string {
 	return n
 }
 
+// StableName reports whether Name is formed from what the server is
+// configured as (its port, or its data directory when it has no TCP port)
+// rather than from what a run could not read: a PID (new at every start),
+// or the data directory of a PostgreSQL or MongoDB server, which always
+// has a port, that this run could not learn (its configuration is
+// unreadable without root). Metrics label only stable names, so that a
+// series is the same whoever runs dbhost.
+func (i *Instance) StableName() bool {
+	if i.Port > 0 {
+		return true
+	}
+	return i.DataDir != "" && i.Engine != Postgres && i.Engine != MongoDB
+}
+
 // Setting returns an effective setting by name (case-insensitive; MySQL's
 // dashes and underscores are the same).
 func (i *Instance) Setting(name string) (Setting, bool) {

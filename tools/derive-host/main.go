@@ -10,6 +10,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -273,6 +274,37 @@ var derivations = []derive.Derivation{
 			}
 			a.SetFile("proc/1/mountinfo", strings.Join(out, "\n")+"\n")
 			return nil
+		},
+	},
+	{
+		// A second cluster whose port only its configuration names, as a
+		// Debian cluster started by pg_ctlcluster: a run without root
+		// cannot learn it (the data directory is 0700).
+		Name: "pg-nonroot-cluster",
+		Base: "pg-nonroot",
+		Note: "derived from pg-nonroot: the private PostgreSQL's command line has no -p (its port is set only in its unreadable postgresql.conf)",
+		Edit: func(a *derive.Archive) error {
+			for key, p := range a.Probes {
+				if !strings.HasPrefix(key, "cmdline:") || !strings.Contains(string(p.Out), "/tmp/dbhost-pg-") {
+					continue
+				}
+				var args []string
+				if err := json.Unmarshal(p.Out, &args); err != nil {
+					return err
+				}
+				for i := range args {
+					if args[i] == "-p" && i+1 < len(args) {
+						args = append(args[:i], args[i+2:]...)
+						b, err := json.Marshal(args)
+						if err != nil {
+							return err
+						}
+						a.Probes[key] = derive.Probe{Out: b}
+						return nil
+					}
+				}
+			}
+			return errors.New("no private PostgreSQL with -p on its command line")
 		},
 	},
 }
