@@ -283,30 +283,48 @@ var derivations = []derive.Derivation{
 		Name: "pg-nonroot-cluster",
 		Base: "pg-nonroot",
 		Note: "derived from pg-nonroot: the private PostgreSQL's command line has no -p (its port is set only in its unreadable postgresql.conf)",
-		Edit: func(a *derive.Archive) error {
-			for key, p := range a.Probes {
-				if !strings.HasPrefix(key, "cmdline:") || !strings.Contains(string(p.Out), "/tmp/dbhost-pg-") {
-					continue
-				}
-				var args []string
-				if err := json.Unmarshal(p.Out, &args); err != nil {
-					return err
-				}
-				for i := range args {
-					if args[i] == "-p" && i+1 < len(args) {
-						args = append(args[:i], args[i+2:]...)
-						b, err := json.Marshal(args)
-						if err != nil {
-							return err
-						}
-						a.Probes[key] = derive.Probe{Out: b}
-						return nil
-					}
-				}
-			}
-			return errors.New("no private PostgreSQL with -p on its command line")
-		},
+		Edit: func(a *derive.Archive) error { return dropArg(a, "/tmp/dbhost-pg-", "-p") },
 	},
+	{
+		// The same for MariaDB: the port only in its unreadable option file.
+		Name: "mysql-nonroot-port",
+		Base: "mysql-nonroot",
+		Note: "derived from mysql-nonroot: the private MariaDB's command line has no --port (its port would be in its unreadable --defaults-file)",
+		Edit: func(a *derive.Archive) error { return dropArg(a, "/tmp/dbhost-mycnf-", "--port=") },
+	},
+}
+
+// dropArg removes an option (and, for a bare flag like -p, its value) from
+// the recorded command line of the process whose line contains marker.
+func dropArg(a *derive.Archive, marker, opt string) error {
+	for key, p := range a.Probes {
+		if !strings.HasPrefix(key, "cmdline:") || !strings.Contains(string(p.Out), marker) {
+			continue
+		}
+		var args []string
+		if err := json.Unmarshal(p.Out, &args); err != nil {
+			return err
+		}
+		for i, arg := range args {
+			n := 0
+			switch {
+			case arg == opt && i+1 < len(args):
+				n = 2
+			case strings.HasSuffix(opt, "=") && strings.HasPrefix(arg, opt):
+				n = 1
+			default:
+				continue
+			}
+			args = append(args[:i], args[i+n:]...)
+			b, err := json.Marshal(args)
+			if err != nil {
+				return err
+			}
+			a.Probes[key] = derive.Probe{Out: b}
+			return nil
+		}
+	}
+	return fmt.Errorf("no command line with %s and %s", marker, opt)
 }
 
 // setGlibc replaces the recorded answer of `getconf GNU_LIBC_VERSION`.

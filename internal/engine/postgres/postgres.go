@@ -96,7 +96,7 @@ func (detector) Inspect(ctx context.Context, h *host.Host, p engine.Process, t *
 		// default would be a guess, and a wrong one names this server
 		// like the one that does hold 5432. No port then (the name
 		// falls back to the data directory), as in mongo.
-		in.Port = 0
+		in.Port, in.PortUnknown = 0, true
 	}
 	in.SettingsSource = "files"
 
