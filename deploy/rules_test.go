@@ -4,6 +4,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -173,5 +174,49 @@ func TestRulesContent(t *testing.T) {
 	}
 	if len(firing) == 0 || len(quiet) == 0 {
 		t.Error("no alert tests read")
+	}
+}
+
+// docsAnchor is a row of docs/checks.md's index: the check ID and the
+// anchor of its section.
+var docsAnchor = regexp.MustCompile("\\[`([a-z0-9_.]+)`\\]\\(#([^)]+)\\)")
+
+// TestRunbookLinks: the finding alerts link to the check's section of
+// docs/checks.md, whose anchor is the ID without its dots (GitHub's rule
+// for a heading of lower-case letters, digits, '.' and '_'); every ID of
+// the catalog has that anchor. The critical alert has the link.
+func TestRunbookLinks(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "checks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := docsAnchor.FindAllStringSubmatch(string(b), -1)
+	if len(rows) < 50 {
+		t.Fatalf("%d check links in docs/checks.md", len(rows))
+	}
+	for _, m := range rows {
+		if want := strings.ReplaceAll(m[1], ".", ""); m[2] != want {
+			t.Errorf("docs/checks.md links %s to #%s; the rules link #%s", m[1], m[2], want)
+		}
+		if !strings.Contains(string(b), "\n## "+m[1]+"\n") {
+			t.Errorf("docs/checks.md has no section ## %s", m[1])
+		}
+	}
+	var rf ruleFile
+	readYAML(t, filepath.Join(rulesDir, rulesFile), &rf)
+	const link = `https://github.com/dbhost/dbhost/blob/main/docs/checks.md#{{ reReplaceAll "[.]" "" $labels.check }}`
+	linked := map[string]bool{}
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			if u, ok := r.Annotations["runbook_url"]; ok {
+				if u != link {
+					t.Errorf("%s: runbook_url %q, want %q", r.Alert, u, link)
+				}
+				linked[r.Alert] = true
+			}
+		}
+	}
+	if !linked["DbhostCriticalFinding"] || !linked["DbhostNewFailure"] {
+		t.Errorf("alerts with a runbook link: %v", linked)
 	}
 }

@@ -56,6 +56,9 @@ documented in full: what it looks at and why, the state it wants and the one it 
 the kernel parameters it reads and the paths its doc names, how to see its fix, and
 references. A domain prefix (dbhost checks mem, dbhost checks storage.zfs) lists that
 domain; an unknown name is an error that suggests the closest IDs.`
+	c.Example = `  dbhost checks
+  dbhost checks mem.overcommit
+  dbhost checks --format markdown > checks.md`
 	c.Args = cobra.ArbitraryArgs
 	c.ValidArgsFunction = completeCheckArgs
 	format := c.Flags().String("format", "text", "output format: text, json, markdown")

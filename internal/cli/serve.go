@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
@@ -62,6 +64,7 @@ func (cf collectorFlags) toggles() (map[string]bool, error) {
 type serveFlags struct {
 	addrs                             listFlag
 	webConfig                         string
+	exposeSecurity                    bool
 	systemdSocket                     bool
 	interval, auditTimeout, dbTimeout time.Duration
 	root                              string
@@ -79,6 +82,7 @@ type serveFlags struct {
 func (sf *serveFlags) register(fs *pflag.FlagSet) {
 	fs.Var(&sf.addrs, "web.listen-address", "address to listen on, repeatable (default :9437)")
 	fs.StringVar(&sf.webConfig, "web.config.file", "", "TLS and basic authentication configuration (exporter-toolkit format)")
+	fs.BoolVar(&sf.exposeSecurity, "web.expose-security-findings", false, "serve the security checks' findings even on a listener beyond loopback without TLS or basic auth (default: withheld there)")
 	fs.BoolVar(&sf.systemdSocket, "web.systemd-socket", false, "use the listening sockets systemd passes (socket activation) instead of --web.listen-address")
 	fs.DurationVar(&sf.interval, "interval", 60*time.Second, "time between two audits (each is spread by up to 10% either way)")
 	fs.DurationVar(&sf.auditTimeout, "audit-timeout", 0, "abandon an audit that takes longer (default: the interval)")
@@ -124,6 +128,66 @@ func (sf *serveFlags) check() (*metrics.Set, slog.Level, error) {
 		}
 	}
 	return set, level, nil
+}
+
+// exposure says why the security checks' findings must be withheld from
+// /metrics ("" when they may be served): anyone who reaches an open port
+// would read where the host is weak. They are served when every listener
+// is on loopback, when --web.config.file sets TLS or basic authentication
+// (web.Validate has already checked the file), or when the user asks.
+func (sf *serveFlags) exposure() string {
+	if sf.exposeSecurity {
+		return ""
+	}
+	if sf.webConfig != "" {
+		if protected, err := webConfigProtects(sf.webConfig); err == nil && protected {
+			return ""
+		}
+	}
+	if sf.systemdSocket {
+		return "listening on systemd's sockets (addresses not known to dbhost) without TLS or basic auth"
+	}
+	for _, a := range sf.addrs {
+		if !loopback(a) {
+			return "listening on " + a + ", beyond loopback, without TLS or basic auth"
+		}
+	}
+	return ""
+}
+
+// webConfigProtects reports whether an exporter-toolkit web configuration
+// sets TLS (a certificate) or basic authentication users.
+func webConfigProtects(file string) (bool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return false, err
+	}
+	var c struct {
+		TLS struct {
+			Cert     string `yaml:"cert"`
+			CertFile string `yaml:"cert_file"`
+		} `yaml:"tls_server_config"`
+		Users map[string]string `yaml:"basic_auth_users"`
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return false, err
+	}
+	return c.TLS.Cert != "" || c.TLS.CertFile != "" || len(c.Users) > 0, nil
+}
+
+// loopback reports whether a listen address (host:port) is on loopback
+// only: 127.0.0.0/8, ::1 or localhost. An empty host is every interface;
+// another name could resolve anywhere.
+func loopback(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // audit is one background audit of the host: the exporter's Audit.
@@ -189,12 +253,22 @@ func (a *app) serveCmd() *cobra.Command {
 			sf.addrs = listFlag{":9437"}
 		}
 		logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
-		ex, err := exporter.New(exporter.Config{
+		cfg := exporter.Config{
 			Set: set, Audit: sf.audit(logger), Interval: sf.interval, Jitter: 0.1, Timeout: sf.auditTimeout,
 			Version: env.Version, Logger: logger,
-		})
+		}
+		why := sf.exposure()
+		if why != "" {
+			cfg.Withhold = metrics.SecurityCheck
+		}
+		ex, err := exporter.New(cfg)
 		if err != nil {
 			return fail(err)
+		}
+		if why != "" {
+			logger.Warn("withholding the findings of security checks from /metrics", "why", why,
+				"checks", strings.Join(metrics.SecurityChecks(), ","),
+				"serve them", "listen on loopback only, or set TLS or basic auth in --web.config.file, or pass --web.expose-security-findings")
 		}
 		if os.Geteuid() != 0 {
 			logger.Warn("not running as root: other users' processes and files are unreadable and their checks will be unknown")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -64,7 +65,7 @@ func TestServeHungDatabase(t *testing.T) {
 		t.Errorf("a scrape during the audit took %v", slowest)
 	}
 	subject := fmt.Sprintf("postgres:%d", pg.Port)
-	if !strings.Contains(body, fmt.Sprintf(`dbhost_instance_info{db_instance=%q`, subject)) {
+	if !regexp.MustCompile(`(?m)^dbhost_instance_info\{[^}]*subject="` + regexp.QuoteMeta(subject) + `"`).MatchString(body) {
 		t.Fatalf("the stopped server was not found:\n%s", body)
 	}
 	unknown := 0

@@ -50,11 +50,20 @@ func (s *syncBuffer) String() string {
 func startServe(t *testing.T, args ...string) string {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testdb.FreePort(t))
+	startServeAt(t, addr, addr, args...)
+	return addr
+}
+
+// startServeAt runs dbhost serve with --web.listen-address listen until
+// the test ends, waits until it answers on dial, and returns its log.
+func startServeAt(t *testing.T, listen, dial string, args ...string) *syncBuffer {
+	t.Helper()
+	addr := dial
 	ctx, cancel := context.WithCancel(context.Background())
-	var log syncBuffer
+	log := &syncBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, Env{Stdout: io.Discard, Stderr: &log}, append([]string{"serve", "--web.listen-address", addr}, args...))
+		done <- run(ctx, Env{Stdout: io.Discard, Stderr: log}, append([]string{"serve", "--web.listen-address", listen}, args...))
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -72,7 +81,7 @@ func startServe(t *testing.T, args ...string) string {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return addr
+			return log
 		}
 		select {
 		case code := <-done:

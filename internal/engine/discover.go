@@ -340,9 +340,13 @@ func inspectJudged(ctx context.Context, h *host.Host, d Profile, p Process, v pr
 // on one port in different network namespaces, or with sockets only, or a
 // user's process that only claims the port): by data directory where that
 // tells them apart, else by PID. Findings and metrics are keyed by the
-// name, so it must be unique. The one server that holds the port and runs
-// as root or its service account keeps the plain name: a user cannot
-// rename the system's server by starting a look-alike.
+// name, so it must be unique. The rule uses only what a run without root
+// sees as well (trust, data directories from the command line), never the
+// listening sockets (/proc/PID/fd is root's): the same server gets the
+// same name whoever runs dbhost, or its series would change with the
+// privileges. The one trusted instance of a name keeps it plain: a user
+// cannot rename the system's server by starting a look-alike, whose name
+// gets the PID.
 func uniqueNames(insts []*Instance) {
 	byName := map[string][]*Instance{}
 	for _, in := range insts {
@@ -352,15 +356,20 @@ func uniqueNames(insts []*Instance) {
 		if len(group) < 2 {
 			continue
 		}
-		keeper := portHolder(group)
+		trusted := 0
 		dirs := map[string]int{}
 		for _, in := range group {
+			if in.Trusted() {
+				trusted++
+			}
 			dirs[in.DataDir]++
 		}
 		for _, in := range group {
 			switch {
-			case in == keeper:
-			case in.Trusted() && in.DataDir != "" && dirs[in.DataDir] == 1 && in.Port > 0:
+			case !in.Trusted():
+				in.Tag = fmt.Sprintf("pid%d", in.PID)
+			case trusted == 1:
+			case in.DataDir != "" && dirs[in.DataDir] == 1 && in.Port > 0:
 				in.Tag = termsafe.Line(in.DataDir)
 			default:
 				in.Tag = fmt.Sprintf("pid%d", in.PID)
@@ -376,33 +385,6 @@ func uniqueNames(insts []*Instance) {
 		}
 		seen[in.Name()] = true
 	}
-}
-
-// portHolder returns the only instance of a group that listens on its
-// configured port (TCP, or PostgreSQL's socket named for the port) and may
-// be trusted with credentials, or nil when none or several do.
-func portHolder(group []*Instance) *Instance {
-	var holder *Instance
-	for _, in := range group {
-		if in.Port <= 0 || !in.Trusted() || !in.holdsPort() {
-			continue
-		}
-		if holder != nil {
-			return nil
-		}
-		holder = in
-	}
-	return holder
-}
-
-func (i *Instance) holdsPort() bool {
-	pgSocket := fmt.Sprintf("/.s.PGSQL.%d", i.Port)
-	for _, l := range i.Listen {
-		if (l.Proto != "unix" && l.Port == i.Port) || (i.Engine == Postgres && l.Proto == "unix" && strings.HasSuffix(l.Addr, pgSocket)) {
-			return true
-		}
-	}
-	return false
 }
 
 // AttachListeners fills each instance's Listen from the kernel's socket

@@ -99,6 +99,9 @@ type Instance struct {
 
 	// Port is the configured TCP port (0: none, or unknown).
 	Port int `json:"port,omitempty"`
+	// PortUnknown: the configuration that would name the port could not
+	// be read, and the engine's default was not assumed (Port is 0).
+	PortUnknown bool `json:"port_unknown,omitempty"`
 	// DataDir is the data directory as configured.
 	DataDir string `json:"data_dir,omitempty"`
 	// Paths names the other directories whose storage matters, by role:
@@ -262,6 +265,23 @@ func (i *Instance) Name() string {
 		n += "@" + i.Tag
 	}
 	return n
+}
+
+// StableName reports whether Name is formed from what the server is
+// configured as (its port, or its data directory when it has no TCP port)
+// rather than from what a run could not read: a PID (new at every start),
+// or the data directory of a server whose port this run could not learn
+// (PortUnknown: its configuration is unreadable without root; PostgreSQL
+// and MongoDB always have a port). Metrics label only stable names, so
+// that a series is the same whoever runs dbhost.
+func (i *Instance) StableName() bool {
+	if i.PortUnknown {
+		return false
+	}
+	if i.Port > 0 {
+		return true
+	}
+	return i.DataDir != "" && i.Engine != Postgres && i.Engine != MongoDB
 }
 
 // Setting returns an effective setting by name (case-insensitive; MySQL's

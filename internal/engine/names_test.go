@@ -11,8 +11,8 @@ func TestUniqueNames(t *testing.T) {
 	e := &Instance{Engine: Redis, PID: 50}
 	f := &Instance{Engine: MySQL, Port: 3306, PID: 60, DataDir: "/same", Trust: trusted}
 	g := &Instance{Engine: MySQL, Port: 3306, PID: 70, DataDir: "/same", Trust: trusted}
-	// An untrusted instance's data directory never names it; a trusted
-	// one's is shown on one line.
+	// An untrusted instance's data directory never names it; the only
+	// trusted one of a name keeps it plain.
 	u := &Instance{Engine: MySQL, Port: 3307, PID: 80, DataDir: "/home/u/x\nkernel.core_pattern = |/tmp/pwn"}
 	v := &Instance{Engine: MySQL, Port: 3307, PID: 90, DataDir: "/srv/a\nb", Trust: trusted}
 	w := &Instance{Engine: Postgres, PID: 100, DataDir: "/srv/c\n[Service]"}
@@ -20,7 +20,7 @@ func TestUniqueNames(t *testing.T) {
 	want := map[*Instance]string{
 		a: "postgres:5432@/var/lib/postgresql/15/main", b: "postgres:5432@/srv/pg2", c: "postgres:5433",
 		d: "redis:pid40", e: "redis:pid50", f: "mysql:3306@pid60", g: "mysql:3306@pid70",
-		u: "mysql:3307@pid80", v: `mysql:3307@/srv/a\nb`, w: `postgres:/srv/c\n[Service]`,
+		u: "mysql:3307@pid80", v: "mysql:3307", w: `postgres:/srv/c\n[Service]`,
 	}
 	for in, w := range want {
 		if got := in.Name(); got != w {

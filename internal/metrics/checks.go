@@ -12,6 +12,12 @@ var (
 	statusDesc = desc("check_status",
 		"A finding's status: 0 pass, 1 fail, 2 unknown (dbhost could not judge it). Compare with ==, never sum. Findings about the host and trusted servers only; those about untrusted instances are counted in dbhost_untrusted_findings.",
 		"check", "subject", "severity")
+	waivedDesc = desc("check_waived",
+		"1 for a finding accepted on this host by a waiver (its dbhost_check_status is exported unchanged); no series for the others. Alerts skip failures with this marker.",
+		"check", "subject", "severity")
+	waiverExpiryDesc = desc("check_waiver_expiry_timestamp_seconds",
+		"When a finding's waiver expires (Unix time); no series for a waiver without an expiry. After it, the audit stops marking the finding waived.",
+		"check", "subject", "severity")
 	findingsDesc = desc("findings",
 		"Findings of the last audit about the host and its trusted database servers, by status and severity. Findings about untrusted instances are not included: dbhost_untrusted_findings counts them.",
 		"status", "severity")
@@ -53,9 +59,13 @@ func (checksCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 	// Run marks the findings about untrusted instances; the subjects are
 	// matched too, for findings judged by hand or read from elsewhere.
 	subjects := map[string]bool{}
+	unnamed := map[string]bool{} // trusted, counted, no series: see labelled
 	for _, i := range in.Facts.Instances {
-		if !i.Trusted() {
+		switch {
+		case !i.Trusted():
 			subjects[i.Name()] = true
+		case !i.StableName():
+			unnamed[i.Name()] = true
 		}
 	}
 	seen := map[[2]string]bool{}
@@ -73,8 +83,17 @@ func (checksCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 			continue
 		}
 		seen[id] = true
-		ch <- gauge(statusDesc, StatusValue(f.Status), f.ID, f.Subject, f.Severity.String())
 		counts[k]++
+		if unnamed[f.Subject] {
+			continue
+		}
+		ch <- gauge(statusDesc, StatusValue(f.Status), f.ID, f.Subject, f.Severity.String())
+		if w := f.Waiver; w != nil {
+			ch <- gauge(waivedDesc, 1, f.ID, f.Subject, f.Severity.String())
+			if !w.Expires.IsZero() {
+				ch <- gauge(waiverExpiryDesc, float64(w.Expires.Unix()), f.ID, f.Subject, f.Severity.String())
+			}
+		}
 	}
 	for k, n := range counts {
 		ch <- gauge(findingsDesc, float64(n), k.status, k.sev)

@@ -11,7 +11,10 @@ func init() { register("instances", true, instancesCollector{}) }
 
 var (
 	instanceDesc = desc("instance_info", "1 for each trusted database instance dbhost found, with its engine, flavor and version. Untrusted instances are counted in dbhost_untrusted_instances, never listed.",
-		"db_instance", "engine", "flavor", "version")
+		"subject", "engine", "flavor", "version")
+	unnamedDesc = desc("unnamed_instances",
+		"Trusted database instances of the last audit that have no series of their own: their port could not be read (a run without root, an unreadable configuration) and a name from their data directory or PID would change with privileges or at every start. Their findings are counted in dbhost_findings.",
+		"engine")
 	untrustedDesc = desc("untrusted_instances",
 		"Database instances of the last audit that dbhost does not trust (any local user can start a process with a server's name), by engine: those described and judged plus those only counted. They are never listed by name.",
 		"engine")
@@ -29,7 +32,12 @@ type instancesCollector struct{}
 
 func (instancesCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 	seen := map[string]bool{}
+	unnamed := map[engine.Engine]int{}
 	for _, i := range trustedInstances(in.Facts) {
+		if !i.StableName() {
+			unnamed[i.Engine]++
+			continue
+		}
 		if n := i.Name(); !seen[n] {
 			seen[n] = true
 			ch <- gauge(instanceDesc, 1, n, string(i.Engine), i.Flavor, i.Version)
@@ -47,6 +55,7 @@ func (instancesCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 		n := in.Facts.NotDescribed[e]
 		ch <- gauge(untrustedDesc, float64(untrusted[e]+n), string(e))
 		ch <- gauge(notDescribedDesc, float64(n), string(e))
+		ch <- gauge(unnamedDesc, float64(unnamed[e]), string(e))
 	}
 	return nil
 }
@@ -56,4 +65,16 @@ func (instancesCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 func trustedInstances(f *facts.Facts) []*facts.Instance {
 	trusted, _ := f.SplitTrust()
 	return trusted
+}
+
+// labelled are the trusted instances with a stable name (see
+// engine.Instance.StableName): the ones that get series of their own.
+func labelled(f *facts.Facts) []*facts.Instance {
+	var out []*facts.Instance
+	for _, i := range trustedInstances(f) {
+		if i.StableName() {
+			out = append(out, i)
+		}
+	}
+	return out
 }

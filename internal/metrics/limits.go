@@ -8,7 +8,7 @@ import (
 
 func init() { register("limits", true, limitsCollector{}) }
 
-var limitDesc = desc("db_limit", "A running trusted database server's resource limit; +Inf when unlimited.", "db_instance", "resource", "type")
+var limitDesc = desc("db_limit", "A running trusted database server's resource limit; +Inf when unlimited.", "subject", "resource", "type")
 
 // limitsCollector exports the limits the limits.* checks judge, as the
 // running server has them (/proc/PID/limits), for trusted servers only.
@@ -20,7 +20,7 @@ var limitResources = []struct{ name, key string }{
 
 func (limitsCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 	seen := map[string]bool{}
-	for _, i := range trustedInstances(in.Facts) {
+	for _, i := range labelled(in.Facts) {
 		n := i.Name()
 		if seen[n] || i.Limits == nil {
 			continue

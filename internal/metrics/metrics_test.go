@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,7 +144,7 @@ func TestLimitsAndBlock(t *testing.T) {
 		if l.Soft == host.Unlimited {
 			want = math.Inf(1)
 		}
-		if v, ok := value(mfs, "dbhost_db_limit", "db_instance", in.Name(), "resource", "nofile", "type", "soft"); !ok || v != want {
+		if v, ok := value(mfs, "dbhost_db_limit", "subject", in.Name(), "resource", "nofile", "type", "soft"); !ok || v != want {
 			t.Errorf("%s nofile soft %v (present %v), want %v", in.Name(), v, ok, want)
 		}
 	}
@@ -192,7 +193,8 @@ func TestToggles(t *testing.T) {
 
 // A collector whose source is unreadable says so in its success gauge.
 func TestCollectorFailure(t *testing.T) {
-	f := fixture.Facts(t, "baseline")
+	base := fixture.Facts(t, "baseline") // shared by the tests: edit a copy
+	f := base.WithInstances(base.Instances)
 	f.Memory.HugePagesErr = "/sys/kernel/mm/hugepages: permission denied (run dbhost as root)"
 	mfs := families(t, f, nil, nil)
 	if v, ok := value(mfs, "dbhost_collector_success", "collector", "hugepages"); !ok || v != 0 {
@@ -202,7 +204,12 @@ func TestCollectorFailure(t *testing.T) {
 
 // Label values that others control never break a scrape or a terminal.
 func TestHostileLabels(t *testing.T) {
-	f := fixture.Facts(t, "baseline")
+	base := fixture.Facts(t, "baseline") // shared by the tests: edit a copy
+	f := base.WithInstances(slices.Clone(base.Instances))
+	fi := *f.Instances[0]
+	ei := *fi.Instance
+	fi.Instance = &ei
+	f.Instances[0] = &fi
 	in := f.Instances[0]
 	in.Version = "15\x1b[31m\xff\n"
 	in.DataDir = "/data/\x1b]0;x\x07"

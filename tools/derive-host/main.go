@@ -10,6 +10,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -275,6 +276,55 @@ var derivations = []derive.Derivation{
 			return nil
 		},
 	},
+	{
+		// A second cluster whose port only its configuration names, as a
+		// Debian cluster started by pg_ctlcluster: a run without root
+		// cannot learn it (the data directory is 0700).
+		Name: "pg-nonroot-cluster",
+		Base: "pg-nonroot",
+		Note: "derived from pg-nonroot: the private PostgreSQL's command line has no -p (its port is set only in its unreadable postgresql.conf)",
+		Edit: func(a *derive.Archive) error { return dropArg(a, "/tmp/dbhost-pg-", "-p") },
+	},
+	{
+		// The same for MariaDB: the port only in its unreadable option file.
+		Name: "mysql-nonroot-port",
+		Base: "mysql-nonroot",
+		Note: "derived from mysql-nonroot: the private MariaDB's command line has no --port (its port would be in its unreadable --defaults-file)",
+		Edit: func(a *derive.Archive) error { return dropArg(a, "/tmp/dbhost-mycnf-", "--port=") },
+	},
+}
+
+// dropArg removes an option (and, for a bare flag like -p, its value) from
+// the recorded command line of the process whose line contains marker.
+func dropArg(a *derive.Archive, marker, opt string) error {
+	for key, p := range a.Probes {
+		if !strings.HasPrefix(key, "cmdline:") || !strings.Contains(string(p.Out), marker) {
+			continue
+		}
+		var args []string
+		if err := json.Unmarshal(p.Out, &args); err != nil {
+			return err
+		}
+		for i, arg := range args {
+			n := 0
+			switch {
+			case arg == opt && i+1 < len(args):
+				n = 2
+			case strings.HasSuffix(opt, "=") && strings.HasPrefix(arg, opt):
+				n = 1
+			default:
+				continue
+			}
+			args = append(args[:i], args[i+n:]...)
+			b, err := json.Marshal(args)
+			if err != nil {
+				return err
+			}
+			a.Probes[key] = derive.Probe{Out: b}
+			return nil
+		}
+	}
+	return fmt.Errorf("no command line with %s and %s", marker, opt)
 }
 
 // setGlibc replaces the recorded answer of `getconf GNU_LIBC_VERSION`.

@@ -107,6 +107,8 @@ func (detector) Inspect(ctx context.Context, h *host.Host, p engine.Process, _ *
 	}
 	if !guess("net.port") {
 		in.Port, _ = strconv.Atoi(in.SettingValue("net.port"))
+	} else {
+		in.PortUnknown = true
 	}
 	dbPath := in.SettingValue("storage.dbPath")
 	if guess("storage.dbPath") {

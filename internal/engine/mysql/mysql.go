@@ -479,6 +479,11 @@ func (x *inspection) derive() {
 	if on, _ := IsOn(in.SettingValue("skip_networking")); on {
 		in.Port = 0
 	}
+	if s, _ := in.Setting("port"); s.Source == "default" && x.files.Unread {
+		// An unreadable option file may set another port: 3306 would be a
+		// guess, and would name this server like the one on 3306.
+		in.Port, in.PortUnknown = 0, true
+	}
 	if r := resolveDir(in.SettingValue("innodb_log_group_home_dir"), dd); r != "" {
 		in.Paths["redo"] = r
 	}

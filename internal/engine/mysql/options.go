@@ -263,7 +263,10 @@ type Loaded struct {
 	// IncludeDirs lists the !includedir directories in read order.
 	IncludeDirs []string
 	// Errors lists what could not be read or parsed.
-	Errors  []string
+	Errors []string
+	// Unread: an option file that exists could not be read (permission):
+	// what it sets is unknown, and a default may not stand in for it.
+	Unread  bool
 	reads   int
 	dropped int
 	reader  Reader
@@ -321,6 +324,9 @@ func (l *Loaded) load(file string, required bool, stack []string) {
 	if err != nil {
 		if !required && host.IsNotExist(err) {
 			return
+		}
+		if !host.IsNotExist(err) {
+			l.Unread = true
 		}
 		l.errorf("cannot read %s", explainPath(file, err))
 		return

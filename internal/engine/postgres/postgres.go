@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -90,6 +91,13 @@ func (detector) Inspect(ctx context.Context, h *host.Host, p engine.Process, t *
 		in.Set(d.Name, d.Value, "cmdline")
 	}
 	in.Port = portOf(in)
+	if _, set := in.Setting("port"); !set && !slices.Contains(cfg.Files, main) {
+		// The main file (where a port is set) could not be read: the
+		// default would be a guess, and a wrong one names this server
+		// like the one that does hold 5432. No port then (the name
+		// falls back to the data directory), as in mongo.
+		in.Port, in.PortUnknown = 0, true
+	}
 	in.SettingsSource = "files"
 
 	sockDir, sockErr := socketDir(h, in)
@@ -190,6 +198,9 @@ func portOf(in *engine.Instance) int {
 
 // socketDir picks the first configured socket directory whose socket exists.
 func socketDir(h *host.Host, in *engine.Instance) (string, string) {
+	if in.Port == 0 {
+		return "", "the port is unknown (the configuration file could not be read), so is the socket"
+	}
 	v := "/var/run/postgresql"
 	if s, ok := in.Setting("unix_socket_directories"); ok {
 		v = s.Value
