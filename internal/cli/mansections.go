@@ -30,6 +30,8 @@ var (
 var manFiles = []manFile{
 	{"/etc/default/dbhost", "The environment file of dbhost.service: serve's flags (ARGS=), and DBHOST_BUDGET, the databases' memory shares, which audit, fix and serve also read from it when neither --budget nor the variable is given and only root can change the file.",
 		[]string{"audit", "fix", "serve"}},
+	{"/etc/dbhost/waivers.yaml", "Accepted findings (check, subject, reason, expiry): audit shows them as waived and does not count them, fix leaves them alone, serve exports a waived marker and reads the file again every audit. Read only when root owns it and nobody else can write it or the directories above it; --waivers names another file, --no-waivers ignores it.",
+		[]string{"audit", "collect", "fix", "serve"}},
 	{"~/.pgpass", "The invoking user's PostgreSQL passwords (or the file PGPASSFILE names), read to log in to a local server dbhost trusts; never put in a snapshot, never printed.", connecting},
 	{"~/.my.cnf", "The invoking user's MySQL/MariaDB user and password ([client], then [mysql]), read as ~/.pgpass is.", connecting},
 	{"/var/lib/dbhost/changes", "The change sets of fix --apply: each change journaled before it is made, with what was there before; --rollback, --history and --recover read them.", []string{"fix", "experiment recover"}},

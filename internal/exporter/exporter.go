@@ -71,6 +71,7 @@ type result struct {
 // trusted instances and only counts the untrusted ones and their findings.
 type summary struct {
 	pass, fail, unknown int
+	waived              int // failing, accepted by a waiver: not in fail
 	instances           []string
 	untrusted           int // untrusted instances, described or only counted
 	untrustedFindings   int
@@ -212,6 +213,8 @@ func summarize(in *metrics.Input) summary {
 			s.untrustedFindings++
 		case f.Status == check.Pass:
 			s.pass++
+		case f.Status == check.Fail && f.Waiver != nil:
+			s.waived++
 		case f.Status == check.Fail:
 			s.fail++
 		default:

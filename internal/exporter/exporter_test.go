@@ -201,3 +201,22 @@ func TestPageCountsUntrusted(t *testing.T) {
 		t.Error("/metrics names an untrusted instance")
 	}
 }
+
+// The page counts a waived failure apart from the live ones, as the audit
+// does.
+func TestPageCountsWaived(t *testing.T) {
+	f := fixture.Facts(t, "baseline")
+	fs := []check.Finding{
+		{ID: "mem.swappiness", Subject: "host", Severity: check.Warning, Status: check.Fail, Waiver: &check.Waiver{Reason: "batch host"}},
+		{ID: "mem.thp.enabled", Subject: "host", Severity: check.Warning, Status: check.Fail},
+		{ID: "mem.dirty", Subject: "host", Severity: check.Warning, Status: check.Pass},
+	}
+	e := newExporter(t, func(context.Context) (*metrics.Input, error) {
+		return &metrics.Input{Facts: f, Findings: fs}, nil
+	}, 0)
+	e.AuditOnce(context.Background())
+	_, page := get(t, e.Handler(), "/")
+	if !strings.Contains(page, "1 failing</span>, 1 waived, ") {
+		t.Errorf("the page does not count 1 failing and 1 waived:\n%s", page)
+	}
+}

@@ -52,7 +52,7 @@ h1{font-size:1.4em}table{border-collapse:collapse}td{padding:.2em 1em .2em 0}
 <table>
 <tr><td>Last good audit</td><td>{{if .Success.IsZero}}none yet{{else}}{{.Success.Format "2006-01-02 15:04:05 MST"}} ({{.Took}}){{end}}</td></tr>
 {{if .Failed}}<tr><td>Last attempt</td><td class="fail">failed: {{.Failed}}</td></tr>{{end}}
-<tr><td>Findings</td><td><span class="fail">{{.Fail}} failing</span>, <span class="unknown">{{.Unknown}} unknown</span>, <span class="pass">{{.Pass}} passing</span>{{if .UntrustedFindings}}; {{.UntrustedFindings}} about untrusted instances{{end}}</td></tr>
+<tr><td>Findings</td><td><span class="fail">{{.Fail}} failing</span>,{{if .Waived}} {{.Waived}} waived,{{end}} <span class="unknown">{{.Unknown}} unknown</span>, <span class="pass">{{.Pass}} passing</span>{{if .UntrustedFindings}}; {{.UntrustedFindings}} about untrusted instances{{end}}</td></tr>
 <tr><td>Databases</td><td>{{range $i, $n := .Instances}}{{if $i}}, {{end}}<code>{{$n}}</code>{{else}}{{if .Untrusted}}none trusted{{else}}none found{{end}}{{end}}{{if .Untrusted}}; {{.Untrusted}} untrusted, not named{{end}}</td></tr>
 <tr><td>Collectors</td><td>{{range $i, $n := .Collectors}}{{if $i}}, {{end}}{{$n}}{{end}}</td></tr>
 </table>
@@ -66,7 +66,7 @@ func (e *Exporter) index(w http.ResponseWriter, _ *http.Request) {
 	page.Execute(w, map[string]any{
 		"Version": e.cfg.Version, "Interval": e.cfg.Interval, "Success": r.success,
 		"Took": r.took.Round(time.Millisecond), "Failed": r.failed,
-		"Fail": r.summary.fail, "Unknown": r.summary.unknown, "Pass": r.summary.pass,
+		"Fail": r.summary.fail, "Waived": r.summary.waived, "Unknown": r.summary.unknown, "Pass": r.summary.pass,
 		"Instances": r.summary.instances, "Untrusted": r.summary.untrusted,
 		"UntrustedFindings": r.summary.untrustedFindings, "Collectors": e.cfg.Set.Names(),
 	})

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/waiver"
 )
 
 func init() { register("checks", true, checksCollector{}) }
@@ -21,6 +22,11 @@ var (
 	findingsDesc = desc("findings",
 		"Findings of the last audit about the host and its trusted database servers, by status and severity. Findings about untrusted instances are not included: dbhost_untrusted_findings counts them.",
 		"status", "severity")
+	waiversValidDesc = desc("waivers_valid",
+		"1 when the waiver file loaded as it is now, 0 when it does not (the last file that loaded still applies; the log says why). No series when serve reads no waiver file.")
+	waiverEntriesDesc = desc("waiver_entries",
+		"Waiver file entries for this host that do not accept a failure in the last audit: expired (the finding fails again), stale (it names no finding), unneeded (its findings pass).",
+		"state")
 	untrustedFindingsDesc = desc("untrusted_findings",
 		"Findings of the last audit about untrusted database instances (advice, never a fix), by status and severity; not included in dbhost_findings.",
 		"status", "severity")
@@ -101,5 +107,29 @@ func (checksCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 	for k, n := range untrusted {
 		ch <- gauge(untrustedFindingsDesc, float64(n), k.status, k.sev)
 	}
+	waiverState(in.Waivers, ch)
 	return nil
+}
+
+// waiverState exports the waiver file's health: a file that stopped
+// loading, or entries that expired or match nothing, want an operator.
+func waiverState(st *waiver.Status, ch chan<- prometheus.Metric) {
+	if st == nil {
+		return
+	}
+	valid := 0.0
+	if st.Valid {
+		valid = 1
+	}
+	ch <- gauge(waiversValidDesc, valid)
+	var o waiver.Outcome
+	if st.Outcome != nil {
+		o = *st.Outcome
+	}
+	for _, s := range []struct {
+		state string
+		n     int
+	}{{"expired", len(o.Expired)}, {"stale", len(o.Stale)}, {"unneeded", len(o.Unneeded)}} {
+		ch <- gauge(waiverEntriesDesc, float64(s.n), s.state)
+	}
 }

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 	"sort"
@@ -9,9 +10,14 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/fixture"
+	"github.com/dbhost/dbhost/internal/metrics"
+	"github.com/dbhost/dbhost/internal/report"
+	"github.com/dbhost/dbhost/internal/waiver"
 )
 
 // privilegePairs are recorded hosts collected as root and, on the same boot
@@ -164,4 +170,51 @@ func statusSeries(mf *dto.MetricFamily) map[string]float64 {
 		out[strings.Join(ls, ",")] = m.GetGauge().GetValue()
 	}
 	return out
+}
+
+// TestWaiverFileState: serve's waiver file state is exported (valid, and
+// the entries that accept nothing), and nothing is when no file was read.
+func TestWaiverFileState(t *testing.T) {
+	f := fixture.Facts(t, "pg-hba-open")
+	fs := fixture.Findings(t, "pg-hba-open")
+	set, err := metrics.NewSet(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape := func(st *waiver.Status) map[string]*dto.MetricFamily {
+		var buf bytes.Buffer
+		if err := report.WriteMetrics(&buf, set.Collect(&metrics.Input{Facts: f, Findings: fs, Waivers: st})); err != nil {
+			t.Fatal(err)
+		}
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		mfs, err := p.TextToMetricFamilies(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mfs
+	}
+	if mfs := scrape(nil); mfs["dbhost_waivers_valid"] != nil || mfs["dbhost_waiver_entries"] != nil {
+		t.Error("waiver file series without a waiver file")
+	}
+	mfs := scrape(&waiver.Status{Valid: false, Error: "line 3: unknown check", Outcome: &waiver.Outcome{
+		Expired: []waiver.Entry{{Check: "mem.swappiness", Subject: "host"}},
+		Stale:   []waiver.Entry{{Check: "redis.auth", Subject: "redis:6379"}, {Check: "mem.thp", Subject: "host"}},
+	}})
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"dbhost_waivers_valid", nil, 0},
+		{"dbhost_waiver_entries", []string{"state", "expired"}, 1},
+		{"dbhost_waiver_entries", []string{"state", "stale"}, 2},
+		{"dbhost_waiver_entries", []string{"state", "unneeded"}, 0},
+	} {
+		if v, ok := value(mfs, c.name, c.labels...); !ok || v != c.want {
+			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, v, ok, c.want)
+		}
+	}
+	if v, ok := value(scrape(&waiver.Status{Valid: true}), "dbhost_waivers_valid"); !ok || v != 1 {
+		t.Errorf("valid file: dbhost_waivers_valid = %v (present %v), want 1", v, ok)
+	}
 }
