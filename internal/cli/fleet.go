@@ -29,8 +29,12 @@ var fleetFormats = new(report.Formats[*fleet.Report]).
 	Add("json", func(w io.Writer, r *fleet.Report) error { return writeJSON(w, r) })
 
 func (a *app) fleetReportCmd() *cobra.Command {
-	c := newCmd("report SNAPSHOT... -o FILE", "one page over many snapshots: checks by host, settings off the majority, each host's failures")
-	c.Long = `One page over many snapshots: checks by host, settings off the majority, each host's failures.
+	c := newCmd("report SNAPSHOT... -o FILE", "one page over many snapshots: the odd hosts, rare settings, checks by host")
+	c.Long = `One page over many snapshots: the hosts farthest from the fleet's majority first (the
+rare setting values they hold, the checks they fail where most hosts pass), the settings
+whose value only a few hosts hold, the checks failing fleet-wide on one line, and a matrix
+of hosts by the checks that tell them apart. The page filters and sorts in itself (one
+inline script, nothing fetched). --format json carries the same ranking.
 
 Exit status: 0 every snapshot read, 1 the report lists snapshots that could not be read,
 2 no report (bad arguments, nothing readable, or the file could not be written).`
