@@ -111,7 +111,8 @@
       headRow.cells[c.i].style.display = d;
       body.forEach(function (tr) { tr.cells[c.i].style.display = d; });
     });
-    mx.note.textContent = hiddenSep ? hiddenSep + " less telling checks do not fit the window. " : "";
+    mx.note.textContent = hiddenSep ? hiddenSep + " less telling checks do not fit the window. " :
+      (!keep.size && !term ? "Every check failing somewhere fails fleet-wide: tick \u201cfleet-wide checks\u201d to see them. " : "");
     mx.button.hidden = !hiddenSep && !mx.all;
     mx.button.textContent = mx.all ? "fit the window" : "show all checks";
   }

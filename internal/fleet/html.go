@@ -40,7 +40,7 @@ var pageCSP = sync.OnceValue(func() string {
 
 // maxInlineHosts is how many hosts a setting's value lists before the rest
 // fold into a <details> element.
-const maxInlineHosts = 3
+const maxInlineHosts = 2
 
 // rankRows is how many rows of the two rankings the page shows before
 // "show all": what fits beside each other on a laptop screen.
