@@ -163,12 +163,15 @@ func TestPageInBrowser(t *testing.T) {
 		t.Errorf("scrolled 3000 pixels into the matrix: header at %v, bar ends at %v", sticky.Head, sticky.Bar)
 	}
 
-	// The filter narrows both rankings; the fleet-wide toggle shows their
-	// columns; a click on "fail" sorts the hosts by it.
+	// The filter narrows both rankings, and the matrix to the checks it
+	// names; the fleet-wide toggle shows their columns; a click on "fail"
+	// sorts the hosts by it.
 	var after struct {
 		Hosts, Settings, FW int
 		AllHaveKey, Sorted  bool
 		Planted             bool
+		Columns             string
+		MatrixRows          int
 	}
 	br.eval(fmt.Sprintf(`(async () => {
   const shown = e => e.getClientRects().length > 0;
@@ -180,6 +183,11 @@ func TestPageInBrowser(t *testing.T) {
   const res = {Hosts: hosts.length, Settings: settings.length,
     AllHaveKey: hosts.every(tr => tr.textContent.includes(key)) && settings.every(tr => tr.textContent.includes(key)),
     Planted: hosts.some(tr => tr.textContent.includes(%q))};
+  q.value = "mem.thp.defrag"; q.dispatchEvent(new Event("input"));
+  await new Promise(res => setTimeout(res, 400));
+  const cols = Array.from(document.querySelectorAll("#t-matrix th.col")).filter(shown);
+  res.Columns = cols.map(c => c.textContent).join(",");
+  res.MatrixRows = Array.from(document.querySelectorAll("#t-matrix tbody tr")).filter(shown).length;
   q.value = ""; q.dispatchEvent(new Event("input"));
   await new Promise(res => setTimeout(res, 400));
   document.getElementById("fw").click();
@@ -193,6 +201,9 @@ func TestPageInBrowser(t *testing.T) {
 	t.Logf("after filter, toggle and sort %+v", after)
 	if after.Hosts == 0 || after.Settings == 0 || !after.AllHaveKey || !after.Planted {
 		t.Errorf("filter %q: %+v", plantedKey, after)
+	}
+	if after.Columns != "mem.thp.defrag" || after.MatrixRows != 500 {
+		t.Errorf("filter mem.thp.defrag: matrix columns %q, %d rows; want that column for every host", after.Columns, after.MatrixRows)
 	}
 	if after.FW != r.Summary.FleetWide {
 		t.Errorf("fleet-wide toggle shows %d columns, want %d", after.FW, r.Summary.FleetWide)
