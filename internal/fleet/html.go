@@ -96,11 +96,11 @@ type column struct {
 
 // outlierRow is a host in the ranking by distance from the majority.
 type outlierRow struct {
-	Rank                    int
-	Anchor, Hostname, File  string
-	Distance                string
-	Failing, Critical, NOdd int
-	Odd, More               []oddItem
+	Rank                   int
+	Anchor, Hostname, File string
+	Distance               string
+	Failing, Critical      int
+	Odd, More              []oddItem
 }
 
 // oddItem is one rare thing about a host: a setting value (Key, Value,
@@ -224,7 +224,6 @@ func newView(r *Report) view {
 			} else {
 				o.More = append(o.More, it)
 			}
-			o.NOdd++
 		}
 		v.Outliers = append(v.Outliers, o)
 
