@@ -6,12 +6,17 @@
 # machine slows it down), and the report's size. Runs as any user.
 #
 #   bench/fleet.sh [N] [extra flags for fleet report, e.g. -j 1]
+#   DBHOST=/tmp/dbhost-old bench/fleet.sh 500   # another build, to compare
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-500}
 shift || true
 [ -x /usr/bin/time ] || { echo "fleet.sh: needs GNU time (Debian package time)" >&2; exit 2; }
-[ -x ./dbhost ] || make build >/dev/null
+if [ -z "${DBHOST:-}" ]; then
+  [ -x ./dbhost ] || make build >/dev/null
+  DBHOST=./dbhost
+fi
+[ -x "$DBHOST" ] || { echo "fleet.sh: $DBHOST is not an executable" >&2; exit 2; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -25,7 +30,7 @@ done
 
 echo "$(date -u +%FT%TZ), kernel $(uname -r), $(nproc) CPUs, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 rc=0
-/usr/bin/time -v -o "$tmp/time" ./dbhost fleet report -o "$tmp/fleet.html" "$@" "$tmp/snaps" 2>"$tmp/err" || rc=$?
+/usr/bin/time -v -o "$tmp/time" "$DBHOST" fleet report -o "$tmp/fleet.html" "$@" "$tmp/snaps" 2>"$tmp/err" || rc=$?
 grep -v '^dbhost fleet report: wrote' "$tmp/err" >&2 || true
 wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$tmp/time")
 rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$tmp/time")

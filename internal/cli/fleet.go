@@ -29,7 +29,7 @@ var fleetFormats = new(report.Formats[*fleet.Report]).
 	Add("json", func(w io.Writer, r *fleet.Report) error { return writeJSON(w, r) })
 
 func (a *app) fleetReportCmd() *cobra.Command {
-	c := newCmd("report SNAPSHOT... -o FILE", "one page over many snapshots: checks by host, settings off the majority, each host's failures")
+	c := newCmd("report SNAPSHOT... -o FILE", "one page over many snapshots: the odd hosts, rare settings, checks by host")
 	c.Example = `  dbhost fleet report snaps/ -o fleet.html
   dbhost fleet report snaps/*.tar.gz --format json -o -`
 	setExits(c, map[int]string{
@@ -37,7 +37,11 @@ func (a *app) fleetReportCmd() *cobra.Command {
 		ExitFindings: "The report lists snapshots that could not be read.",
 		ExitError:    "No report: bad arguments, nothing readable, or the file could not be written.",
 	})
-	c.Long = `One page over many snapshots: checks by host, settings off the majority, each host's failures.
+	c.Long = `One page over many snapshots: the hosts farthest from the fleet's majority first (the
+rare setting values they hold, the checks they fail where most hosts pass), the settings
+whose value only a few hosts hold, the checks failing fleet-wide on one line, and a matrix
+of hosts by the checks that tell them apart. The page filters and sorts in itself (one
+inline script, nothing fetched). --format json carries the same ranking.
 
 Exit status: 0 every snapshot read, 1 the report lists snapshots that could not be read,
 2 no report (bad arguments, nothing readable, or the file could not be written).`

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,5 +87,62 @@ func TestFleetReportEscapes(t *testing.T) {
 				t.Errorf("the hostile host name is not shown escaped")
 			}
 		}
+	}
+}
+
+// --format json carries the page's ranking: the host holding what the
+// others do not first, its rare setting first among settings, the checks
+// failing on every host marked fleet-wide.
+func TestFleetReportRanking(t *testing.T) {
+	snaps := t.TempDir()
+	for i, n := range []string{"baseline", "baseline", "baseline", "baseline", "mem-thp-never"} {
+		if err := os.Symlink(fixture.Path(n), filepath.Join(snaps, fmt.Sprintf("db%d.tar.gz", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, stdout, stderr := runCLI(t, "fleet", "report", "--format", "json", "-o", "-", snaps)
+	var r struct {
+		Schema string
+		Hosts  []struct {
+			ID          string
+			Distance    float64
+			OffMajority []struct{ Key, Value string } `json:"off_majority"`
+		}
+		Settings []struct {
+			Key    string
+			Rarity float64
+		}
+		Checks []struct {
+			ID        string
+			Fail      int
+			FleetWide bool `json:"fleet_wide"`
+		}
+		Summary struct {
+			FleetWide int `json:"fleet_wide"`
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != ExitOK {
+		t.Fatalf("exit %d, %v, stderr %q", code, err, stderr)
+	}
+	if r.Schema != "dbhost.fleet/2" || len(r.Hosts) != 5 {
+		t.Fatalf("schema %q, %d hosts", r.Schema, len(r.Hosts))
+	}
+	if h := r.Hosts[0]; filepath.Base(h.ID) != "db4.tar.gz" || h.Distance <= 0 || len(h.OffMajority) == 0 || r.Hosts[1].Distance != 0 {
+		t.Errorf("first host %+v, then distance %v: want mem-thp-never (db4) alone off the majority", h, r.Hosts[1].Distance)
+	}
+	if len(r.Settings) == 0 || r.Settings[0].Rarity <= 0 || !strings.HasPrefix(r.Settings[0].Key, "thp/") {
+		t.Errorf("settings %+v: want a THP setting first", r.Settings)
+	}
+	wide := 0
+	for _, c := range r.Checks {
+		if c.FleetWide {
+			wide++
+			if c.Fail != 5 {
+				t.Errorf("%s fleet-wide failing on %d of 5", c.ID, c.Fail)
+			}
+		}
+	}
+	if wide == 0 || wide != r.Summary.FleetWide {
+		t.Errorf("%d checks fleet-wide, summary %d", wide, r.Summary.FleetWide)
 	}
 }

@@ -3,6 +3,8 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -113,21 +115,42 @@ func TestReportRecordedFleet(t *testing.T) {
 		}
 	}
 
-	// Hosts: outliers first.
-	for i := 1; i < len(r.Hosts); i++ {
-		x, y := r.Hosts[i-1], r.Hosts[i]
-		if x.Failing < y.Failing || (x.Failing == y.Failing && len(x.OffMajority) < len(y.OffMajority)) {
-			t.Errorf("host %d (%s: %d failing, %d off) before %s (%d, %d)", i-1, x.ID, x.Failing, len(x.OffMajority), y.ID, y.Failing, len(y.OffMajority))
+	// Hosts: the farthest from the majority first; the distance is
+	// recomputed from the host's rare settings and failures.
+	for i, h := range r.Hosts {
+		if i > 0 && r.Hosts[i-1].Distance < h.Distance {
+			t.Errorf("host %d (%s, distance %v) before %s (%v)", i-1, r.Hosts[i-1].ID, r.Hosts[i-1].Distance, h.ID, h.Distance)
+		}
+		var rs []float64
+		for _, o := range h.OffMajority {
+			rs = append(rs, o.Rarity)
+		}
+		for _, f := range h.RareFailures {
+			rs = append(rs, f.Rarity)
+		}
+		if d := distance(rs); d != h.Distance || (len(rs) > 0) != (d > 0) {
+			t.Errorf("%s: distance %v, want %v from %v", h.ID, h.Distance, d, rs)
 		}
 	}
-	// Checks: most failing hosts first; the first fails everywhere.
-	if c := r.Checks[0]; c.Fail != 20 || c.Title == "" {
-		t.Errorf("first check %+v", c)
-	}
-	for i := 1; i < len(r.Checks); i++ {
-		if r.Checks[i-1].Fail < r.Checks[i].Fail {
-			t.Errorf("check %s (%d failing) before %s (%d)", r.Checks[i-1].ID, r.Checks[i-1].Fail, r.Checks[i].ID, r.Checks[i].Fail)
+	// Checks: those that tell hosts apart, most telling first, then the
+	// fleet-wide ones, then those passing everywhere.
+	group := 0
+	for i, c := range r.Checks {
+		g := checkGroup(c)
+		if g < group || (i > 0 && g == checkGroup(r.Checks[i-1]) && r.Checks[i-1].Separation < c.Separation) {
+			t.Errorf("check %d %s (group %d, separation %v) out of order", i, c.ID, g, c.Separation)
 		}
+		group = g
+		judged := c.Fail + c.Unknown + c.Pass
+		if c.FleetWide != (c.Fail >= 2 && float64(c.Fail) >= 0.95*float64(judged)) || c.Title == "" {
+			t.Errorf("check %+v: fleet-wide flag", c)
+		}
+		if want := Rarity(min(c.Fail, c.Pass), max(c.Fail, c.Pass), c.Fail+c.Pass); c.Separation != want {
+			t.Errorf("check %s: separation %v, want %v", c.ID, c.Separation, want)
+		}
+	}
+	if r.Summary.FleetWide == 0 || !r.Checks[0].FleetWide && checkGroup(r.Checks[0]) != 0 {
+		t.Errorf("summary %+v, first check %+v", r.Summary, r.Checks[0])
 	}
 	defrag := checkSummary(r, "mem.thp.defrag")
 	if defrag == nil || defrag.Fail != 2 || defrag.Pass != 18 || defrag.Unknown != 0 {
@@ -154,20 +177,24 @@ func TestReportRecordedFleet(t *testing.T) {
 	if sw := spread(r, "sysctl/vm.swappiness"); sw == nil || sw.Majority != "60" || sw.Off != 2 {
 		t.Errorf("vm.swappiness %+v", sw)
 	}
+	if thp.Rarity != Rarity(1, 17, 20) || thp.Rarity != 3.67 {
+		t.Errorf("thp/enabled rarity %v: 'never' is held by 1 of 20 against 17", thp.Rarity)
+	}
 	for i := 1; i < len(r.Settings); i++ {
-		if r.Settings[i-1].Off < r.Settings[i].Off {
-			t.Errorf("setting %s (%d off) before %s (%d)", r.Settings[i-1].Key, r.Settings[i-1].Off, r.Settings[i].Key, r.Settings[i].Off)
+		if x, y := r.Settings[i-1], r.Settings[i]; x.Rarity < y.Rarity || (x.Tie && !y.Tie) {
+			t.Errorf("setting %s (rarity %v) before %s (%v)", x.Key, x.Rarity, y.Key, y.Rarity)
 		}
 	}
 	always := hostByBase(r, "mem-thp-always")
-	if wantOff := []OffSetting{{"thp/defrag", "always", "madvise"}, {"thp/enabled", "always", "madvise"}}; !reflect.DeepEqual(always.OffMajority, wantOff) {
-		t.Errorf("mem-thp-always off the majority: %+v", always.OffMajority)
+	wantOff := []OffSetting{{"thp/enabled", "always", "madvise", 2, 20, Rarity(2, 17, 20)}}
+	if got := always.OffMajority; len(got) < 1 || !reflect.DeepEqual(got[len(got)-1:], wantOff) || got[0].Key != "thp/defrag" || got[0].Rarity < wantOff[0].Rarity {
+		t.Errorf("mem-thp-always off the majority: %+v, want thp/defrag then %+v", always.OffMajority, wantOff)
 	}
 	if b := hostByBase(r, "baseline"); len(b.OffMajority) != 0 {
 		t.Errorf("baseline off the majority: %+v", b.OffMajority)
 	}
-	if tuned := hostByBase(r, "storage-vda-tuned"); len(tuned.OffMajority) != 3 {
-		t.Errorf("storage-vda-tuned: %d settings off the majority, want 3 (vda once, whatever database paths it holds): %+v", len(tuned.OffMajority), tuned.OffMajority)
+	if tuned := hostByBase(r, "storage-vda-tuned"); len(tuned.OffMajority) != 3 || tuned.Distance == 0 {
+		t.Errorf("storage-vda-tuned: %d settings off the majority, want 3 (vda once, whatever database paths it holds), distance %v: %+v", len(tuned.OffMajority), tuned.Distance, tuned.OffMajority)
 	}
 	for _, sp := range r.Settings {
 		for _, v := range sp.Values {
@@ -197,13 +224,14 @@ func spread(r *Report, key string) *SettingSpread {
 }
 
 var (
-	colRe  = regexp.MustCompile(`<th class="col" title="[^"]*"><span>([^<]+)</span></th>`)
-	rowRe  = regexp.MustCompile(`(?s)<tr><th class="host"><a href="#(h\d+)">[^<]*</a> <span class="note">([^<]+)</span></th><td class="num">(\d+)</td><td class="num">(\d+)</td>(.*?)</tr>`)
-	cellRe = regexp.MustCompile(`<td class="([^"]+)">`)
+	colRe  = regexp.MustCompile(`<th class="col( fw)?" data-sort="verdict" title="[^"]*"><span>([^<]+)</span></th>`)
+	rowRe  = regexp.MustCompile(`(?s)<tr><th class="host"><a href="#(h\d+)">[^<]*</a> <span class="note">([^<]+)</span></th><td class="num">([\d.]+)</td><td class="num">(\d+)</td><td class="num">(\d+)</td>(.*?)</tr>`)
+	cellRe = regexp.MustCompile(`<td class="([^" ]+)( fw)?">`)
 )
 
 // The HTML matrix holds the report's cells in its order: a column per check
-// that fails or cannot be judged somewhere, a row per host.
+// that fails or cannot be judged somewhere, those failing fleet-wide last
+// (marked, for the page to hide), a row per host.
 func TestReportHTMLMatrix(t *testing.T) {
 	r, _ := fleetReport(t)
 	var b bytes.Buffer
@@ -212,13 +240,18 @@ func TestReportHTMLMatrix(t *testing.T) {
 	}
 	page := b.String()
 	var cols []string
+	fw := map[string]bool{}
 	for _, m := range colRe.FindAllStringSubmatch(page, -1) {
-		cols = append(cols, m[1])
+		cols = append(cols, m[2])
+		fw[m[2]] = m[1] != ""
 	}
 	var wantCols []string
 	for _, c := range r.Checks {
 		if c.Fail+c.Unknown > 0 {
 			wantCols = append(wantCols, c.ID)
+			if fw[c.ID] != c.FleetWide {
+				t.Errorf("column %s: fleet-wide %v, want %v", c.ID, fw[c.ID], c.FleetWide)
+			}
 		}
 	}
 	if !reflect.DeepEqual(cols, wantCols) || len(cols) == 0 {
@@ -233,22 +266,38 @@ func TestReportHTMLMatrix(t *testing.T) {
 		if want := base(r.Hosts[i].ID); m[2] != want {
 			t.Errorf("row %d is %s, want %s", i, m[2], want)
 		}
-		cells := cellRe.FindAllStringSubmatch(m[5], -1)
+		cells := cellRe.FindAllStringSubmatch(m[6], -1)
 		if len(cells) != len(cols) {
 			t.Fatalf("row %s: %d cells, %d columns", m[2], len(cells), len(cols))
 		}
 		for j, c := range cells {
 			cell[[2]string{strings.TrimSuffix(m[2], ".tar.gz"), cols[j]}] = c[1]
+			if (c[2] != "") != fw[cols[j]] {
+				t.Errorf("row %s, column %s: fleet-wide mark %q", m[2], cols[j], c[2])
+			}
+		}
+		if h := r.Hosts[i]; m[3] != num(h.Distance) {
+			t.Errorf("row %s: distance %s, want %v", m[2], m[3], h.Distance)
 		}
 		if !strings.Contains(page, `<section class="host" id="`+m[1]+`">`) {
 			t.Errorf("row %s links to #%s, which is not a host section", m[2], m[1])
 		}
 	}
+	var wide *CheckSummary
+	for i := range r.Checks {
+		if r.Checks[i].FleetWide && r.Checks[i].Fail == 20 {
+			wide = &r.Checks[i]
+			break
+		}
+	}
+	if wide == nil {
+		t.Fatal("no check fails on all 20 recorded hosts")
+	}
 	for k, want := range map[[2]string]string{
 		{"mem-thp-always", "mem.thp.defrag"}:          "f-warning",
 		{"baseline", "mem.thp.defrag"}:                "p",
 		{"mem-thp-never", "mem.thp.defrag"}:           "p",
-		{"baseline", r.Checks[0].ID}:                  "f-" + r.Checks[0].Severity.String(),
+		{"baseline", wide.ID}:                         "f-" + wide.Severity.String(),
 		{"storage-vda-tuned", "storage.read_ahead"}:   "p",
 		{"storage-vda-default", "storage.read_ahead"}: "f-warning",
 	} {
@@ -257,15 +306,50 @@ func TestReportHTMLMatrix(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"junk.tar.gz", "not a usable dbhost snapshot", "missing.tar.gz", `id="errors"`,
-		"<code>thp/enabled</code>", "<code>always</code> on 2:"} {
+		"<code>thp/enabled</code>", `<code class="clip" title="always">always</code> <span class="hold">2</span>`,
+		`<code>` + wide.ID + `</code> 20/20</span>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
-	for _, bad := range []string{"<script", "http://", "https://", "<link", "@import", "url("} {
-		if strings.Contains(page, bad) {
-			t.Errorf("page holds %q: it must load nothing", bad)
+	assertSelfContained(t, page)
+}
+
+var (
+	tagRe       = regexp.MustCompile(`<[a-zA-Z][^>]*>`)
+	attrValueRe = regexp.MustCompile(`="[^"]*"`)
+	anchorRe    = regexp.MustCompile(` href="#[a-z0-9]+"`) // a link within the page
+	badTagRe    = regexp.MustCompile(`(?i)^<(link|img|iframe|object|embed|base|form)\b|\s(on[a-z]+|src|href|action|srcset)\b`)
+)
+
+// assertSelfContained fails unless the page loads nothing and runs only its
+// own script, allowed by the hash of its text in the CSP.
+func assertSelfContained(t *testing.T, page string) {
+	t.Helper()
+	for _, bad := range []string{"http://", "https://", "@import", "url(", "javascript:"} {
+		if i := strings.Index(page, bad); i >= 0 {
+			t.Errorf("page holds %q: it must load nothing", page[i:min(len(page), i+60)])
 		}
+	}
+	// Every tag, its attribute values blanked (html/template quotes them and
+	// escapes < and > in them): no element that loads, no handler, no link
+	// but to the page itself.
+	for _, tag := range tagRe.FindAllString(page, -1) {
+		names := attrValueRe.ReplaceAllString(anchorRe.ReplaceAllString(tag, ""), "")
+		if m := badTagRe.FindString(names); m != "" {
+			t.Errorf("page holds %q in %q", m, tag[:min(len(tag), 80)])
+		}
+	}
+	if n := strings.Count(page, "<script"); n != 1 {
+		t.Fatalf("%d scripts, want the page's one", n)
+	}
+	body := page[strings.Index(page, "<script>")+len("<script>"):]
+	body = body[:strings.Index(body, "</script>")]
+	sum := sha256.Sum256([]byte(body))
+	csp := "default-src &#39;none&#39;; style-src &#39;unsafe-inline&#39;; script-src &#39;sha256-" +
+		strings.ReplaceAll(base64.StdEncoding.EncodeToString(sum[:]), "+", "&#43;") + "&#39;"
+	if body != pageScript || !strings.Contains(page, `<meta http-equiv="Content-Security-Policy" content="`+csp+`" />`) {
+		t.Errorf("the CSP does not allow exactly the page's script")
 	}
 }
 
@@ -285,9 +369,10 @@ func TestReportEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := b.String()
-	if strings.Contains(page, "<script>") || strings.Contains(page, "<img") {
+	if strings.Count(page, "<script") != 1 || strings.Contains(page, "<img") {
 		t.Errorf("markup from a snapshot reached the page")
 	}
+	assertSelfContained(t, page)
 	if strings.ContainsAny(page, "\x1b\x07\u202e\u009b") {
 		t.Errorf("control or reordering characters from a snapshot reached the page")
 	}
@@ -334,6 +419,7 @@ func TestReportJSONShape(t *testing.T) {
 		Findings: []Finding{{ID: "mem.thp.enabled", Subject: "host", Status: check.Fail, Severity: check.Warning}}}
 	s2 := s
 	s2.File, s2.Settings = "b.tar.gz", SettingMap{"thp/enabled": "never"}
+	s2.Findings = []Finding{{ID: "mem.thp.enabled", Subject: "host", Status: check.Pass, Severity: check.Warning}}
 	s3 := s2
 	s3.File = "c.tar.gz"
 	j, err := json.Marshal(Build([]Snapshot{s, s2, s3}, []LoadError{{File: "d.tar.gz", Error: "gone"}}))
@@ -351,14 +437,16 @@ func TestReportJSONShape(t *testing.T) {
 		return out
 	}
 	for path, want := range map[string][]string{
-		"":                    {"checks", "errors", "hosts", "schema", "settings", "summary"},
-		"summary":             {"checks_failing", "critical", "failing_findings", "hosts", "hosts_failing", "settings_off_majority", "unreadable"},
-		"hosts.0":             {"as_root", "checks", "collected_at", "critical", "failing", "failures", "hostname", "id", "instances", "kernel", "label", "off_majority", "unknown"},
-		"hosts.0.failures.0":  {"id", "severity", "subject", "title"},
-		"checks.0":            {"fail", "id", "pass", "severity", "title", "unknown"},
-		"settings.0":          {"key", "kind", "majority", "observed", "off", "tie", "values"},
-		"settings.0.values.1": {"count", "hosts", "value"},
-		"errors.0":            {"error", "file"},
+		"":                        {"checks", "errors", "hosts", "schema", "settings", "summary"},
+		"summary":                 {"checks_failing", "critical", "failing_findings", "fleet_wide", "hosts", "hosts_failing", "settings_off_majority", "unreadable"},
+		"hosts.0":                 {"as_root", "checks", "collected_at", "critical", "distance", "failing", "failures", "hostname", "id", "instances", "kernel", "label", "off_majority", "rare_failures", "unknown"},
+		"hosts.0.failures.0":      {"id", "severity", "subject", "title"},
+		"hosts.0.off_majority.0":  {"holders", "key", "majority", "observed", "rarity", "value"},
+		"hosts.0.rare_failures.0": {"failing", "id", "judged", "rarity"},
+		"checks.0":                {"fail", "fleet_wide", "id", "pass", "separation", "severity", "title", "unknown"},
+		"settings.0":              {"key", "kind", "majority", "observed", "off", "rarity", "tie", "values"},
+		"settings.0.values.1":     {"count", "hosts", "value"},
+		"errors.0":                {"error", "file"},
 	} {
 		var node any = v
 		for _, p := range strings.Split(path, ".") {
