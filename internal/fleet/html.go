@@ -86,12 +86,12 @@ type view struct {
 }
 
 type column struct {
-	ID, Title, Severity string
-	Fail, Unknown, Pass int
-	Judged              int
-	FleetWide           bool
-	Separation          string
-	severity            check.Severity
+	ID, Title, Problem, Severity string
+	Fail, Unknown, Pass          int
+	Judged                       int
+	FleetWide                    bool
+	Separation                   string
+	severity                     check.Severity
 }
 
 // outlierRow is a host in the ranking by distance from the majority.
@@ -197,11 +197,11 @@ func newView(r *Report) view {
 	default:
 		v.Collected = first + " to " + last
 	}
-	titles := map[string]string{}
+	problems := map[string]string{}
 	var fleetWide []column
 	for _, c := range r.Checks {
-		titles[c.ID] = c.Title
-		col := column{ID: c.ID, Title: c.Title, Severity: c.Severity.String(), Fail: c.Fail, Unknown: c.Unknown, Pass: c.Pass,
+		problems[c.ID] = c.Problem
+		col := column{ID: c.ID, Title: c.Title, Problem: c.Problem, Severity: c.Severity.String(), Fail: c.Fail, Unknown: c.Unknown, Pass: c.Pass,
 			Judged: c.Fail + c.Unknown + c.Pass, FleetWide: c.FleetWide, Separation: num(c.Separation), severity: c.Severity}
 		switch {
 		case c.FleetWide:
@@ -218,7 +218,7 @@ func newView(r *Report) view {
 	for i, h := range r.Hosts {
 		o := outlierRow{Rank: i + 1, Anchor: anchor(i), Hostname: esc(h.Hostname), File: esc(base(h.ID)), Distance: num(h.Distance),
 			Failing: h.Failing, Critical: h.Critical}
-		for _, it := range oddItems(h, titles) {
+		for _, it := range oddItems(h, problems) {
 			if len(o.Odd) < oddShown {
 				o.Odd = append(o.Odd, it)
 			} else {
@@ -248,7 +248,7 @@ func newView(r *Report) view {
 			hv.Instances = append(hv.Instances, esc(n))
 		}
 		for _, f := range h.Failures {
-			hv.Failures = append(hv.Failures, HostFinding{ID: esc(f.ID), Title: f.Title, Subject: esc(f.Subject), Severity: f.Severity})
+			hv.Failures = append(hv.Failures, HostFinding{ID: esc(f.ID), Problem: f.Problem, Subject: esc(f.Subject), Severity: f.Severity})
 		}
 		for _, o := range h.OffMajority {
 			hv.Off = append(hv.Off, OffSetting{Key: esc(o.Key), Value: esc(o.Value), Majority: esc(o.Majority),
@@ -289,7 +289,7 @@ func newView(r *Report) view {
 // oddItems merges a host's rare setting values and rare failures, the
 // rarest first (settings before failures as rare: a failure usually
 // follows from a setting).
-func oddItems(h HostReport, titles map[string]string) []oddItem {
+func oddItems(h HostReport, problems map[string]string) []oddItem {
 	out := make([]oddItem, 0, len(h.OffMajority)+len(h.RareFailures))
 	i, j := 0, 0
 	for i < len(h.OffMajority) || j < len(h.RareFailures) {
@@ -300,7 +300,7 @@ func oddItems(h HostReport, titles map[string]string) []oddItem {
 			continue
 		}
 		f := h.RareFailures[j]
-		out = append(out, oddItem{Check: esc(f.ID), Title: titles[f.ID], Holders: f.Failing, Observed: f.Judged, Rarity: num(f.Rarity)})
+		out = append(out, oddItem{Check: esc(f.ID), Title: problems[f.ID], Holders: f.Failing, Observed: f.Judged, Rarity: num(f.Rarity)})
 		j++
 	}
 	return out

@@ -84,8 +84,10 @@ type HostReport struct {
 
 // HostFinding is one failing finding of a host.
 type HostFinding struct {
-	ID       string         `json:"id"`
-	Title    string         `json:"title"`
+	ID string `json:"id"`
+	// Problem is the check's failing state (check.Check.Problem): the
+	// finding fails, so its title (the state wanted) would read backwards.
+	Problem  string         `json:"problem"`
 	Subject  string         `json:"subject"`
 	Severity check.Severity `json:"severity"`
 }
@@ -115,8 +117,10 @@ type RareFailure struct {
 // CheckSummary counts one check's verdicts over the hosts (a host counts
 // once, by its worst verdict over the check's subjects).
 type CheckSummary struct {
-	ID       string         `json:"id"`
-	Title    string         `json:"title"`
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	// Problem is how a failure of the check reads.
+	Problem  string         `json:"problem"`
 	Severity check.Severity `json:"severity"`
 	Fail     int            `json:"fail"`
 	Unknown  int            `json:"unknown"`
@@ -232,7 +236,7 @@ func Build(snaps []Snapshot, errs []LoadError) *Report {
 			if c == nil {
 				c = &CheckSummary{ID: id}
 				if cat, ok := check.Lookup(id); ok {
-					c.Title, c.Severity = cat.Title, cat.Severity
+					c.Title, c.Problem, c.Severity = cat.Title, cat.Problem, cat.Severity
 				}
 				checks[id] = c
 			}
@@ -389,7 +393,7 @@ func hostReport(s *Snapshot, id string) HostReport {
 			}
 			hf := HostFinding{ID: f.ID, Subject: f.Subject, Severity: f.Severity}
 			if c, ok := check.Lookup(f.ID); ok {
-				hf.Title = c.Title
+				hf.Problem = c.Problem
 			}
 			h.Failures = append(h.Failures, hf)
 		case check.Unknown:
