@@ -69,7 +69,7 @@ func TestAuditWaivedText(t *testing.T) {
 		t.Errorf("the waived finding is still among the live failures:\n%s", live)
 	}
 	for _, want := range []string{
-		"~ mem.swappiness [host] vm.swappiness suits a database host (warning) waived: swap is the batch job's cushion (TICKET-42) (until 2027-01-31, " + w + ":2) COULD NOT JUDGE",
+		"~ mem.swappiness [host] vm.swappiness does not suit a database host (warning) waived: swap is the batch job's cushion (TICKET-42) (until 2027-01-31, " + w + ":2) COULD NOT JUDGE",
 		"WAIVERS (" + w + ") - waiver of mysql.hardening.empty_passwords on mysql:3306 (" + w + ":6) expired 2026-01-01: its finding counts again (it was: lab box) -",
 		"- waiver of mem.dirty on postgres:9999 (" + w + ":10) matches no finding of this audit: a stale",
 	} {

@@ -171,7 +171,7 @@ func (t *textAudit) waived() {
 		if !w.Expires.IsZero() {
 			until = "until " + waiver.When(w.Expires)
 		}
-		p("  %s~%s %s%s%s  [%s] %s (%s)\n", c.grey, c.reset, c.bold, fd.ID, c.reset, termsafe.Line(fd.Subject), fd.Title, fd.Severity)
+		p("  %s~%s %s%s%s  [%s] %s (%s)\n", c.grey, c.reset, c.bold, fd.ID, c.reset, termsafe.Line(fd.Subject), fd.Headline(), fd.Severity)
 		p("%s", indent("waived: "+termsafe.Line(w.Reason)+" ("+until+", "+termsafe.Line(w.Source)+")", "      "))
 		if t.o.Verbose {
 			p("%s", indent(termsafe.Line(fd.Reason), "      "))
