@@ -194,6 +194,26 @@ func TestPGBenchInterleavedError(t *testing.T) {
 	}
 }
 
+// The prefix and the level are writes of their own: another thread's
+// output can take both, leaving the message on a line that starts with
+// neither (seen once in a fresh root: only "Run was aborted" was kept).
+func TestPGBenchErrorWithoutPrefix(t *testing.T) {
+	p := &pgbenchOut{}
+	feed(p.line, stderr, "progress: 1.0 s, 0.0 tps, lat 0.000 ms stddev 0.000pgbench: pgbench: , 0 failed\n"+
+		"error: error: client 0 script 0 aborted in command 1 query 0: ERROR:  relation \"nosuch\" does not exist\n"+
+		"LINE 1: SELECT * FROM nosuch WHERE id = 3;\n"+
+		"pgbench: error: Run was aborted; the above results are incomplete.\n")
+	err := p.check(exitOf(2), "")
+	if err == nil || !strings.Contains(err.Error(), `relation "nosuch" does not exist`) {
+		t.Errorf("error %v, want the clients' errors", err)
+	}
+	for _, m := range p.errors {
+		if strings.TrimSpace(m) == "" {
+			t.Errorf("an empty error message kept: %q", p.errors)
+		}
+	}
+}
+
 // Output cut anywhere must never yield a result that differs from the
 // whole output's.
 func TestPGBenchTruncatedOutput(t *testing.T) {

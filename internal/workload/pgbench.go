@@ -248,6 +248,15 @@ func (p *pgbenchOut) line(stream int, s string) {
 		if !isErr && strings.HasPrefix(s, "client ") && strings.Contains(s, " aborted") {
 			msg, isErr = s, true // PostgreSQL < 13 printed aborts without a prefix
 		}
+		if !isErr && (strings.Contains(s, "ERROR:  ") || strings.Contains(s, "FATAL:  ")) {
+			// A server's message whose "pgbench: error: " prefix another
+			// thread's write took (the prefix, the level and the message
+			// are separate writes): still the reason, whatever precedes it.
+			msg, isErr = s, true
+		}
+		if isErr && strings.TrimSpace(msg) == "" {
+			return // a prefix whose message went to the next line
+		}
 		if isErr {
 			if strings.Contains(msg, "aborted") {
 				p.aborted = true
