@@ -189,24 +189,23 @@ func writeManSections(w io.Writer, c *cobra.Command) {
 	}
 	name, root := strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" "), !c.HasParent()
 	concerns := func(cmds []string) bool { return root || slices.Contains(cmds, name) }
-	heading := false
+	var env, files []string
 	for _, v := range manVars {
 		if concerns(v.cmds) {
-			if !heading {
-				fmt.Fprintln(w, ".SH ENVIRONMENT")
-				heading = true
-			}
-			fmt.Fprintf(w, ".TP\n.B %s\n%s\n", roffName(v.name), roffLine(v.means))
+			env = append(env, fmt.Sprintf(".TP\n.B %s\n%s\n", roffName(v.name), roffLine(v.means)))
 		}
 	}
-	heading = false
 	for _, f := range manFiles {
 		if concerns(f.cmds) {
-			if !heading {
-				fmt.Fprintln(w, ".SH FILES")
-				heading = true
-			}
-			fmt.Fprintf(w, ".TP\n.I %s\n%s\n", roffName(f.path), roffLine(f.means))
+			files = append(files, fmt.Sprintf(".TP\n.I %s\n%s\n", roffName(f.path), roffLine(f.means)))
+		}
+	}
+	for _, sec := range []struct {
+		head  string
+		items []string
+	}{{"ENVIRONMENT", env}, {"FILES", files}} {
+		if len(sec.items) > 0 {
+			fmt.Fprintf(w, ".SH %s\n%s", sec.head, strings.Join(sec.items, ""))
 		}
 	}
 	if ex := examples(c); ex != "" {

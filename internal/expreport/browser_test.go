@@ -19,17 +19,7 @@ import (
 // under DBHOST_INTEGRATION=require), and fails on any console message — a CSP refusal of something external, a
 // parse error — or when the charts are not in the rendered page.
 func TestOpensInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a browser (-short)")
-	}
-	var bin string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless_shell"} {
-		if p, err := exec.LookPath(name); err == nil {
-			bin = p
-			break
-		}
-	}
-	testdb.Need(t, "Chromium (Debian package chromium)", bin != "")
+	bin := testdb.Chromium(t)
 	arms := []results.Arm{{Index: 0, Name: "base <b>"}, {Index: 1, Name: "2M"}, {Index: 2, Name: "1G"}}
 	in := scenario{Name: "browser", Arms: arms, Effects: []float64{1, 1.05, 1.1}, PerArm: 6, Clients: []int{2, 8}, Seconds: 20, Seed: 6,
 		Exclude: map[int]string{3: "steal time 12% during the trial"}}.build(t)

@@ -35,17 +35,7 @@ import (
 // DBHOST_INTEGRATION=require), driven over the DevTools protocol on a pipe:
 // nothing listens on a port.
 func TestPageInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a browser (-short)")
-	}
-	var bin string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless_shell"} {
-		if p, err := exec.LookPath(name); err == nil {
-			bin = p
-			break
-		}
-	}
-	testdb.Need(t, "Chromium (Debian package chromium)", bin != "")
+	bin := testdb.Chromium(t)
 	start := time.Now()
 
 	dir := t.TempDir()
