@@ -244,13 +244,18 @@ func TestExperimentHelpGroups(t *testing.T) {
 			t.Errorf("--%s under %q, want %q", flag, got, want)
 		}
 	}
-	// Every flag of the table has a heading, and the help lists it once.
+	// Every flag of the table has a heading, and the help lists it once
+	// (the examples, after the flags, use them again).
 	c := find(t, "experiment")
+	flags, examples, ok := strings.Cut(help, "\nExamples:\n")
+	if !ok || !strings.Contains(examples, strings.TrimSpace(strings.SplitN(c.Example, "\n", 2)[0])) {
+		t.Errorf("the help does not end with the command's examples:\n%s", examples)
+	}
 	c.Flags().VisitAll(func(f *pflag.Flag) {
 		if f.Name != "help" && len(f.Annotations[flagGroup]) == 0 {
 			t.Errorf("--%s has no heading", f.Name)
 		}
-		if n := strings.Count(help, "--"+f.Name+" "); n != 1 {
+		if n := strings.Count(flags, "--"+f.Name+" "); n != 1 {
 			t.Errorf("--%s listed %d times", f.Name, n)
 		}
 	})

@@ -31,6 +31,9 @@ func showHelp(c *cobra.Command, w io.Writer) {
 	}
 	fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(desc))
 	writeUsage(w, c)
+	if c.Example != "" {
+		fmt.Fprintf(w, "\nExamples:\n%s\n", strings.TrimRight(c.Example, "\n"))
+	}
 }
 
 // writeUsage writes how to call a command, its subcommands and its flags,
