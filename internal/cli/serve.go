@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"gopkg.in/yaml.v3"
+	yamlv2 "go.yaml.in/yaml/v2"
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
@@ -156,23 +156,19 @@ func (sf *serveFlags) exposure() string {
 }
 
 // webConfigProtects reports whether an exporter-toolkit web configuration
-// sets TLS (a certificate) or basic authentication users.
+// sets TLS (a certificate) or basic authentication users. It is read into
+// the toolkit's own type, with the toolkit's YAML parser and strictness, so
+// what is judged here is what the listener will serve.
 func webConfigProtects(file string) (bool, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return false, err
 	}
-	var c struct {
-		TLS struct {
-			Cert     string `yaml:"cert"`
-			CertFile string `yaml:"cert_file"`
-		} `yaml:"tls_server_config"`
-		Users map[string]string `yaml:"basic_auth_users"`
-	}
-	if err := yaml.Unmarshal(b, &c); err != nil {
+	var c web.Config
+	if err := yamlv2.UnmarshalStrict(b, &c); err != nil {
 		return false, err
 	}
-	return c.TLS.Cert != "" || c.TLS.CertFile != "" || len(c.Users) > 0, nil
+	return c.TLSConfig.TLSCert != "" || c.TLSConfig.TLSCertPath != "" || len(c.Users) > 0, nil
 }
 
 // loopback reports whether a listen address (host:port) is on loopback
