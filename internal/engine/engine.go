@@ -182,6 +182,12 @@ type PGDatabase struct {
 type MySQLInfo struct {
 	// Galera is set when wsrep is on (Galera, Percona XtraDB Cluster).
 	Galera bool `json:"galera,omitempty"`
+	// GaleraStatus is the node's view of its cluster, read live with the
+	// variables (nil: not a Galera node, or not read live; never guessed
+	// from files). GaleraErr says why it could not be read although the
+	// server was reached.
+	GaleraStatus *GaleraStatus `json:"galera_status,omitempty"`
+	GaleraErr    string        `json:"galera_status_error,omitempty"`
 	// Users lists accounts for the hardening checks (host, user, flags),
 	// only when read live. Passwords are never read.
 	Users []MySQLUser `json:"users,omitempty"`
@@ -199,6 +205,28 @@ type MySQLInfo struct {
 	// compiled-in defaults: a fix that edits one option's line (the
 	// wsrep_provider_options list) starts from what is written there.
 	Configured map[string]Setting `json:"configured,omitempty"`
+}
+
+// GaleraStatus is what a Galera node's wsrep status variables said when
+// they were read: whether it serves (Synced in a Primary component) and how
+// many nodes its cluster has. The key names are those of the audit JSON's
+// instances[].galera, which roll-out gates read.
+type GaleraStatus struct {
+	// ClusterStatus is wsrep_cluster_status: Primary, non-Primary or
+	// Disconnected.
+	ClusterStatus string `json:"cluster_status"`
+	// LocalState is wsrep_local_state_comment: Synced, Donor/Desynced,
+	// Joining, Joined, Initialized.
+	LocalState string `json:"local_state"`
+	// ClusterSize is wsrep_cluster_size: the nodes of the component.
+	ClusterSize int `json:"cluster_size"`
+	// Ready is wsrep_ready (the node accepts queries); Connected is
+	// wsrep_connected (it has a connection to the group).
+	Ready     bool `json:"ready"`
+	Connected bool `json:"connected"`
+	// StateUUID is wsrep_cluster_state_uuid: the same on every node of one
+	// cluster's history; a node bootstrapped anew gets another.
+	StateUUID string `json:"cluster_state_uuid,omitempty"`
 }
 
 // MySQLUser is one account, without credentials.

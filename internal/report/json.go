@@ -55,6 +55,10 @@ type jsonInstance struct {
 	LiveError      string            `json:"live_error,omitempty"`
 	Listen         []engine.Listener `json:"listen,omitempty"`
 	Trust          engine.Trust      `json:"trust"`
+	// Galera is a Galera node's cluster status as read live (or recorded
+	// live in the snapshot); GaleraError why it could not be read.
+	Galera      *engine.GaleraStatus `json:"galera,omitempty"`
+	GaleraError string               `json:"galera_error,omitempty"`
 }
 
 func renderJSON(w io.Writer, a *Audit, _ Options) error {
@@ -77,9 +81,13 @@ func renderJSON(w io.Writer, a *Audit, _ Options) error {
 		doc.Notes = []string{}
 	}
 	for _, in := range f.Instances {
-		doc.Instances = append(doc.Instances, jsonInstance{Name: in.Name(), Engine: in.Engine, Flavor: in.Flavor,
+		ji := jsonInstance{Name: in.Name(), Engine: in.Engine, Flavor: in.Flavor,
 			Version: in.Version, PID: in.PID, User: in.User, DataDir: in.DataDir, ConfigFiles: in.ConfigFiles,
-			ConfigErrors: in.ConfigErrors, SettingsSource: in.SettingsSource, LiveError: in.LiveErr, Listen: in.Listen, Trust: in.Trust})
+			ConfigErrors: in.ConfigErrors, SettingsSource: in.SettingsSource, LiveError: in.LiveErr, Listen: in.Listen, Trust: in.Trust}
+		if in.MySQL != nil && in.MySQL.Galera {
+			ji.Galera, ji.GaleraError = in.MySQL.GaleraStatus, in.MySQL.GaleraErr
+		}
+		doc.Instances = append(doc.Instances, ji)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

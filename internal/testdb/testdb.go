@@ -50,6 +50,9 @@ type Server struct {
 	PID     int
 	Conf    string // config file written for the server, if any
 	User    string
+	// GaleraPort is the group-communication port of a Galera node, 0 for
+	// a plain server.
+	GaleraPort int
 
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -76,7 +79,15 @@ type Options struct {
 	// readable by the mysql user. The command-line settings still apply
 	// over it.
 	DefaultsFile string
+	// Galera (MariaDB only) bootstraps the server as a single-node Galera
+	// cluster (galera-4's provider), its group communication on a free
+	// loopback port (Server.GaleraPort); MariaDB returns once the node is
+	// Synced in a Primary component.
+	Galera bool
 }
+
+// GaleraProvider is the Galera 4 library of Debian's galera-4 package.
+const GaleraProvider = "/usr/lib/galera/libgalera_smm.so"
 
 // FreePort asks the kernel for an unused TCP port on loopback.
 func FreePort(t testing.TB) int {
@@ -345,6 +356,10 @@ func MariaDB(t testing.TB, o Options) *Server {
 		install, err = exec.LookPath("mysql_install_db")
 	}
 	Need(t, "mariadb-install-db", err == nil)
+	if o.Galera {
+		_, err := os.Stat(GaleraProvider)
+		Need(t, "galera-4 (apt-get install galera-4): "+GaleraProvider, err == nil)
+	}
 	uid, gid := lookupUser(t, "mysql")
 	dir := privateDir(t, "mariadb", uid, gid)
 	s := &Server{Engine: "mysql", Dir: dir, DataDir: filepath.Join(dir, "data"), Socket: filepath.Join(dir, "mysqld.sock"),
@@ -367,6 +382,16 @@ func MariaDB(t testing.TB, o Options) *Server {
 	if _, set := o.Settings["tmpdir"]; !set {
 		args = append(args, "--tmpdir="+tmp)
 	}
+	if o.Galera {
+		// Bootstrap of a new cluster of one: no state transfer, no IST
+		// listener; a small gcache and no saved view keep it quick to
+		// start and small on disk. Later Settings override these.
+		s.GaleraPort = FreePort(t)
+		args = append(args, "--wsrep-on=ON", "--wsrep-provider="+GaleraProvider, "--wsrep-cluster-address=gcomm://",
+			"--wsrep-new-cluster", "--wsrep-cluster-name=dbhost-test", "--wsrep-node-address=127.0.0.1",
+			fmt.Sprintf("--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:%d;gcache.size=8M;pc.recovery=false", s.GaleraPort),
+			"--binlog-format=ROW", "--innodb-autoinc-lock-mode=2", "--default-storage-engine=InnoDB")
+	}
 	keys := make([]string, 0, len(o.Settings))
 	for k := range o.Settings {
 		keys = append(keys, k)
@@ -378,6 +403,9 @@ func MariaDB(t testing.TB, o Options) *Server {
 	name, args := wrap(o, daemon, args...)
 	s.start(t, uid, gid, name, args...)
 	waitFor(t, s, "socket "+s.Socket, func() bool { return dial("unix", s.Socket) })
+	if o.Galera {
+		waitFor(t, s, "wsrep Synced in a Primary component", func() bool { return galeraSynced(s.Socket) })
+	}
 	return s
 }
 

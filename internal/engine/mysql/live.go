@@ -34,6 +34,11 @@ type liveData struct {
 	UsersErr  string             `json:"users_error,omitempty"`
 	Databases []string           `json:"databases,omitempty"`
 	DBErr     string             `json:"databases_error,omitempty"`
+
+	// Galera is the cluster status of a node whose variables say wsrep is
+	// on; GaleraErr why it could not be read.
+	Galera    *engine.GaleraStatus `json:"galera,omitempty"`
+	GaleraErr string               `json:"galera_error,omitempty"`
 }
 
 // liveKey names the probe of one server; the socket identifies it.
@@ -61,6 +66,13 @@ func readLive(ctx context.Context, h *host.Host, in *engine.Instance, socket str
 	d := liveData{Via: via, Variables: map[string]string{}}
 	if d.Variables, err = readVariables(c, db); err != nil {
 		return nil, fmt.Errorf("SHOW GLOBAL VARIABLES via %s: %w", via, err)
+	}
+	if wsrepActive(d.Variables["wsrep_on"], d.Variables["wsrep_provider"]) {
+		cg, cancelG := step()
+		defer cancelG()
+		if d.Galera, err = readGaleraStatus(cg, db); err != nil {
+			d.GaleraErr = "wsrep status: " + err.Error()
+		}
 	}
 	c2, cancel2 := step()
 	defer cancel2()
@@ -216,6 +228,58 @@ func readVariables(ctx context.Context, db *sql.DB) (map[string]string, error) {
 		vars[n] = redactValue(n, value.String)
 	}
 	return vars, rows.Err()
+}
+
+// wsrepActive reports whether wsrep_on and wsrep_provider make the server
+// a Galera node (a provider of "none" replicates nothing).
+func wsrepActive(on, provider string) bool {
+	wsrepOn, _ := IsOn(on)
+	provider = strings.TrimSpace(provider)
+	return wsrepOn && provider != "" && !strings.EqualFold(provider, "none")
+}
+
+// galeraStatusQuery reads only the wsrep status a health gate needs: the
+// whole of SHOW STATUS is large, and these are cheap counters.
+const galeraStatusQuery = "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_local_state_comment', " +
+	"'wsrep_cluster_size', 'wsrep_ready', 'wsrep_connected', 'wsrep_cluster_state_uuid')"
+
+// readGaleraStatus reads a Galera node's view of its cluster. SHOW STATUS
+// needs no privilege and is answered also while the node is not ready.
+func readGaleraStatus(ctx context.Context, db *sql.DB) (*engine.GaleraStatus, error) {
+	rows, err := db.QueryContext(ctx, galeraStatusQuery)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	vals := map[string]string{}
+	for rows.Next() {
+		var name string
+		var value sql.NullString
+		if err := rows.Scan(&name, &value); err != nil {
+			return nil, err
+		}
+		vals[strings.ToLower(name)] = strings.TrimSpace(value.String)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return galeraStatus(vals)
+}
+
+// galeraStatus interprets the wsrep status variables.
+func galeraStatus(vals map[string]string) (*engine.GaleraStatus, error) {
+	if _, ok := vals["wsrep_cluster_status"]; !ok {
+		return nil, errors.New("the server reports no wsrep_cluster_status (Galera provider not loaded?)")
+	}
+	g := &engine.GaleraStatus{
+		ClusterStatus: vals["wsrep_cluster_status"],
+		LocalState:    vals["wsrep_local_state_comment"],
+		StateUUID:     vals["wsrep_cluster_state_uuid"],
+	}
+	g.ClusterSize, _ = strconv.Atoi(vals["wsrep_cluster_size"])
+	g.Ready, _ = IsOn(vals["wsrep_ready"])
+	g.Connected, _ = IsOn(vals["wsrep_connected"])
+	return g, nil
 }
 
 // passwordPlugins authenticate with a password stored in the account; an

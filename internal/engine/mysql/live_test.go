@@ -85,3 +85,25 @@ func TestSameValue(t *testing.T) {
 		}
 	}
 }
+
+// The wsrep status variables as a node reports them, also while it is not
+// serving; a server without the provider loaded has none.
+func TestGaleraStatus(t *testing.T) {
+	g, err := galeraStatus(map[string]string{"wsrep_cluster_status": "non-Primary", "wsrep_local_state_comment": "Initialized",
+		"wsrep_cluster_size": "1", "wsrep_ready": "OFF", "wsrep_connected": "ON", "wsrep_cluster_state_uuid": "u"})
+	want := engine.GaleraStatus{ClusterStatus: "non-Primary", LocalState: "Initialized", ClusterSize: 1, Connected: true, StateUUID: "u"}
+	if err != nil || *g != want {
+		t.Errorf("galeraStatus = %+v, %v; want %+v", g, err, want)
+	}
+	if g, err := galeraStatus(map[string]string{}); err == nil {
+		t.Errorf("no wsrep status: %+v, want an error", g)
+	}
+	for _, c := range []struct {
+		on, provider string
+		want         bool
+	}{{"ON", "/usr/lib/galera/libgalera_smm.so", true}, {"OFF", "/usr/lib/galera/libgalera_smm.so", false}, {"ON", "none", false}, {"1", "", false}} {
+		if got := wsrepActive(c.on, c.provider); got != c.want {
+			t.Errorf("wsrepActive(%q, %q) = %v", c.on, c.provider, got)
+		}
+	}
+}

@@ -360,6 +360,7 @@ func (x *inspection) applyLive(d *liveData) {
 	}
 	in.MySQL.Users = d.Users
 	in.MySQL.UsersErr = d.UsersErr
+	in.MySQL.GaleraStatus, in.MySQL.GaleraErr = d.Galera, d.GaleraErr
 	if d.DBErr == "" {
 		in.MySQL.Databases = d.Databases
 		in.MySQL.DatabasesVia = "live"
@@ -493,9 +494,10 @@ func (x *inspection) derive() {
 	if b := binlogDir(in, dd); b != "" {
 		in.Paths["binlog"] = b
 	}
-	wsrepOn, _ := IsOn(in.SettingValue("wsrep_on"))
-	prov := strings.TrimSpace(in.SettingValue("wsrep_provider"))
-	in.MySQL.Galera = wsrepOn && prov != "" && !strings.EqualFold(prov, "none")
+	in.MySQL.Galera = wsrepActive(in.SettingValue("wsrep_on"), in.SettingValue("wsrep_provider"))
+	if !in.MySQL.Galera {
+		in.MySQL.GaleraStatus, in.MySQL.GaleraErr = nil, ""
+	}
 }
 
 // binlogDir is the directory of the binary logs when binary logging is on:
