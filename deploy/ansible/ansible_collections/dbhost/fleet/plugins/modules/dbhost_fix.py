@@ -14,15 +14,15 @@ version_added: "1.0.0"
 description:
   - Wraps C(dbhost fix --plan), C(--apply) and C(--rollback) (see docs/fix.md in dbhost).
   - C(planned) computes the host's plan (read-only) and, with I(plan_file), saves it as JSON.
-    C(changed) is dbhost's verdict: exit 0 nothing to change, 1 changes pending; 2 (plan refused,
-    or an error) fails the task with dbhost's reasons.
+    C(changed) is dbhost's verdict (exit 0 nothing to change, 1 changes pending); exit 2 (plan
+    refused, or an error) fails the task with dbhost's reasons.
   - C(applied) applies the plan as one journaled change set. With I(plan_file) the saved plan is
     applied (C(--plan-file)), and dbhost refuses if the host or the changes differ from it; without
     it, the plan is made and saved in the task's private directory first, so the plan applied is
     the plan shown. C(changed=false) when the plan is empty.
   - C(rolled_back) puts a change set back exactly (C(fix --rollback)); a set already put back is
     left alone, and a set an interrupted run left unfinished is recovered (C(fix --recover)).
-  - In check mode nothing on the host changes, not even I(plan_file): C(planned) and C(applied) run
+  - In check mode nothing on the host changes, not even I(plan_file); C(planned) and C(applied) run
     C(fix --plan) only, C(rolled_back) reads C(fix --history) and says what would be rolled back.
   - With C(--diff), the result's diff is the plan exactly as dbhost prints it (each file's unified
     diff, each value's old and new).
@@ -144,13 +144,13 @@ files:
   elements: str
   sample: [/etc/sysctl.d/60-dbhost.conf]
 values:
-  description: The kernel and /sys values the plan sets, C(PATH: OLD -> NEW).
+  description: "The kernel and /sys values the plan sets, C(PATH: OLD -> NEW)."
   returned: planned, applied
   type: list
   elements: str
   sample: ["/proc/sys/net/ipv4/tcp_keepalive_time: 7200 -> 120"]
 settings:
-  description: The database settings the plan changes, C(SERVER KEY: OLD -> NEW).
+  description: "The database settings the plan changes, C(SERVER KEY: OLD -> NEW)."
   returned: planned, applied
   type: list
   elements: str

@@ -14,6 +14,7 @@ script the tests write; STATE/config.json says how it behaves:
   refuse       --plan refuses (exit 2)
   apply_fails  --apply fails and rolls itself back (status failed, exit 2)
   quiet_apply  --apply does not print its "applied change set" line
+  down         the database does not answer
   down_after   after an apply, the database does not answer
   fail_after   after an apply, the fixed checks still fail
   galera       the instance is a Galera node: {"cluster_size": N, "local_state": ...}
@@ -170,7 +171,7 @@ def audit(state, cfg, args):
     done = bool(applied(sets))
     only = (flag(args, "--only") or "").split(",") if flag(args, "--only") else []
     inst = {"name": "postgres:5432", "engine": "postgres", "flavor": "PostgreSQL", "settings_source": "live"}
-    if done and cfg.get("down_after"):
+    if cfg.get("down") or (done and cfg.get("down_after")):
         inst["settings_source"] = "files"
         inst["live_error"] = "dial unix /var/run/postgresql/.s.PGSQL.5432: connect: no such file or directory"
     if cfg.get("galera"):
