@@ -35,7 +35,8 @@ applied change set 20261127T150312Z-3fa2 (undo with: dbhost fix --rollback 20261
 
 HISTORY_OUT = """20261127T150312Z-3fa2  rolled-back  2026-11-27 15:03:12Z  by root: 1 files, 3 values, 0 settings; fixed net.fin_timeout, net.keepalive
     rolled back 2026-11-27 15:04:01Z by root
-20261127T150502Z-0b1c  applied      2026-11-27 15:05:02Z  by root (sudo by alice): 1 files, 0 values, 1 settings; fixed pg.work_mem (postgres:5432), limits.nofile (mysql:3306)
+20261127T150502Z-0b1c  applied      2026-11-27 15:05:02Z  by root (sudo by alice): 1 files, 0 values, 1 settings; \
+fixed pg.work_mem (postgres:5432), limits.nofile (mysql:3306)
 20261127T150633Z-77aa  failed       2026-11-27 15:06:33Z  by root: 0 files, 1 values, 0 settings; fixed mem.swappiness
     rolled back 2026-11-27 15:06:33Z by apply
     error: write /proc/sys/vm/swappiness: permission denied
