@@ -46,7 +46,8 @@ options:
     description:
       - The plan on the host, as JSON (mode 0600). C(planned) writes it (C(--plan-out)); C(applied)
         applies it (C(--plan-file)), or makes it first when it does not exist.
-      - Its directory is created (mode 0700) when missing.
+      - Its directory is created (mode 0700) when missing; run as root, it must belong to root and
+        be writable by nobody else.
     type: path
   change_id:
     description:
@@ -268,6 +269,12 @@ class Fix:
                 os.makedirs(d, 0o700)
             except OSError as e:
                 self.fail("cannot make the plan's directory %s: %s" % (d, e))
+        # Another user who can write there could swap the plan root applies
+        # (dbhost would refuse a plan that differs from the host's, but
+        # need not be asked).
+        st = os.stat(d or ".")
+        if os.geteuid() == 0 and (st.st_uid != 0 or st.st_mode & 0o022):
+            self.fail("the plan's directory %s must belong to root and be writable by nobody else" % d)
 
     def planned(self):
         if self.m.check_mode or not self.p["plan_file"]:
@@ -286,6 +293,8 @@ class Fix:
             pending, text, plan = self.plan(self.temp_plan())
             self.describe(plan, text)
             self.exit(changed=pending)
+        if pf:
+            self.plan_dir()
         if pf and os.path.exists(pf):
             # The saved plan says whether anything is left to change; dbhost
             # refuses it below when the host moved on since.
@@ -296,8 +305,6 @@ class Fix:
                 self.fail("%s: not a plan dbhost saved: %s" % (pf, e))
             pending, text = fixplan.plan_changes(plan), None
         else:
-            if pf:
-                self.plan_dir()
             pending, text, plan = self.plan(pf or self.temp_plan())
         if pf:
             self.result["plan_file"] = pf

@@ -189,6 +189,17 @@ class Fix(ModuleCase):
             self.assertTrue(failed, args)
         self.assertEqual(helpers.calls(self.state), [])
 
+    @unittest.skipUnless(os.geteuid() == 0, "root judges the plan's directory")
+    def test_plan_dir_others_can_write(self):
+        d = os.path.dirname(self.plan_file)
+        os.mkdir(d, 0o700)
+        os.chmod(d, 0o777)
+        for state in ("planned", "applied"):
+            failed, r = self.fix(state=state, plan_file=self.plan_file)
+            self.assertTrue(failed, state)
+            self.assertIn("writable by nobody else", r["msg"])
+        self.assertEqual(helpers.calls(self.state), [])
+
     def test_untrusted_binary(self):
         os.chmod(self.binary, 0o777)
         failed, r = self.fix(state="planned")
