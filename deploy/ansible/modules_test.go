@@ -1,0 +1,247 @@
+package ansible
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dbhost/dbhost/internal/testdb"
+)
+
+// The collection's own Python unit tests (tests/unit): the gate's verdicts
+// on recorded audits and Galera variants, the parsers of dbhost fix's
+// output, the modules run as Ansible runs them against a stand-in dbhost,
+// and rollout.yml's control flow on three local inventory hosts. They run
+// with the Python interpreter of the distribution's ansible-core.
+func TestModulesUnit(t *testing.T) {
+	py := modulesPython(t)
+	unit := filepath.Join(modulesCollection(t), "tests", "unit")
+	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", unit, "-t", unit, "-v")
+	cmd.Dir = unit
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python unit tests: %v\n%s", err, out)
+	}
+	// A test skipped for a missing tool is a failure under require.
+	if testdb.Required() && bytes.Contains(out, []byte("skipped")) {
+		t.Fatalf("python unit tests skipped some under DBHOST_INTEGRATION=require:\n%s", out)
+	}
+	if !bytes.Contains(out, []byte("\nOK")) {
+		t.Fatalf("python unit tests did not say OK:\n%s", out)
+	}
+	t.Logf("%s", lastLines(out, 4))
+}
+
+// dbhost_health and dbhost_fix (planned, read-only) through ansible on this
+// machine, with the dbhost built from this tree, against a private
+// PostgreSQL: the gate passes while it answers and names it once it is
+// stopped; the plan's --diff is exactly what `dbhost fix --plan` prints.
+// Nothing is applied here (applies are tested on the test hosts).
+func TestModulesLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: builds dbhost and starts PostgreSQL")
+	}
+	testdb.Need(t, "root", os.Geteuid() == 0)
+	py := modulesPython(t)
+	pg := testdb.Postgres(t, testdb.Options{}) // holds the host lock shared
+	bin := filepath.Join(testdb.RootOnlyDir(t, "dbhost-modules-"), "dbhost")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/dbhost")
+	build.Dir = modulesRepo(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	name := "postgres:" + strconv.Itoa(pg.Port)
+
+	// Before: the private server answers, and is in what to expect.
+	r, failed := modulesRun(t, py, "dbhost_health", map[string]any{"binary": bin, "timeout": 0}, "--check")
+	var expect struct {
+		Instances []string `json:"instances"`
+	}
+	decode(t, r["expect"], &expect)
+	if !contains(expect.Instances, name) {
+		t.Fatalf("expect %v does not name %s (failed %v: %v)", expect.Instances, name, failed, r["msg"])
+	}
+	want := map[string]any{"instances": []string{name}, "galera": map[string]int{}}
+	r, failed = modulesRun(t, py, "dbhost_health", map[string]any{"binary": bin, "timeout": 0, "expect": want})
+	if failed || r["healthy"] != true {
+		t.Fatalf("gate with %s answering: failed %v: %v", name, failed, r["msg"])
+	}
+	// A check judged live: its finding on the private server passes.
+	r, _ = modulesRun(t, py, "dbhost_health", map[string]any{"binary": bin, "timeout": 0, "only": []string{"pg.settings_source"}, "expect": want})
+	var checks []struct{ ID, Subject, Status string }
+	decode(t, r["checks"], &checks)
+	found := false
+	for _, c := range checks {
+		if c.ID == "pg.settings_source" && c.Subject == name {
+			found = true
+			if c.Status != "pass" {
+				t.Errorf("pg.settings_source on %s: %s", name, c.Status)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no pg.settings_source finding for %s in %v", name, checks)
+	}
+
+	// The plan in check mode with --diff: dbhost's own text, nothing written.
+	only := []string{"net.keepalive", "net.fin_timeout"}
+	planFile := filepath.Join(t.TempDir(), "plans", "p.json")
+	r, failed = modulesRun(t, py, "dbhost_fix", map[string]any{"binary": bin, "state": "planned", "only": only, "plan_file": planFile}, "--check", "--diff", "-vvv")
+	if failed {
+		t.Fatalf("dbhost_fix planned: %v", r["msg"])
+	}
+	direct := exec.Command(bin, "fix", "--plan", "--only="+strings.Join(only, ","))
+	var stdout bytes.Buffer
+	direct.Stdout = &stdout
+	err := direct.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if code > 1 {
+		t.Fatalf("dbhost fix --plan exited %d", code)
+	}
+	if r["changed"] != (code == 1) {
+		t.Errorf("changed %v, dbhost fix --plan exited %d", r["changed"], code)
+	}
+	diff, _ := r["diff"].(map[string]any)
+	if diff == nil || diff["prepared"] != stdout.String() {
+		t.Errorf("--diff is not what dbhost prints:\n--- module\n%v\n--- dbhost\n%s", r["diff"], stdout.String())
+	}
+	if _, err := os.Stat(filepath.Dir(planFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("check mode made %s: %v", filepath.Dir(planFile), err)
+	}
+
+	// After: the server stopped, the gate fails and names it.
+	pg.Stop(t)
+	r, failed = modulesRun(t, py, "dbhost_health", map[string]any{"binary": bin, "timeout": 0, "expect": want})
+	var failures []string
+	decode(t, r["failures"], &failures)
+	wantFailure := name + ": not running (it answered before the change)"
+	if !failed || !contains(failures, wantFailure) {
+		t.Fatalf("gate with %s stopped: failed %v, failures %q, want %q", name, failed, failures, wantFailure)
+	}
+}
+
+// modulesRun runs one module on localhost through the ansible command and
+// returns its result and whether it failed. The one-line callback prints
+// "localhost | STATE => JSON"; it keeps the result's diff only from -vvv on.
+func modulesRun(t *testing.T, py, module string, args map[string]any, extra ...string) (map[string]any, bool) {
+	t.Helper()
+	a, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	cmd := exec.Command("ansible", append([]string{"localhost", "-o", "-m", "dbhost.fleet." + module, "-a", string(a),
+		"-e", "ansible_python_interpreter=" + py}, extra...)...)
+	cmd.Env = append(os.Environ(), "HOME="+home, "ANSIBLE_COLLECTIONS_PATH="+modulesCollectionsRoot(t),
+		"ANSIBLE_LOCAL_TEMP="+filepath.Join(home, "local"), "ANSIBLE_REMOTE_TMP="+filepath.Join(home, "remote"),
+		"ANSIBLE_NOCOLOR=1", "ANSIBLE_LOCALHOST_WARNING=0", "ANSIBLE_INVENTORY_UNPARSED_WARNING=0")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_ = cmd.Run() // a failed module exits non-zero; its result says why
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		head, body, ok := strings.Cut(line, " => ")
+		if !ok || !strings.HasPrefix(head, "localhost | ") {
+			continue
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(body), &r); err != nil {
+			t.Fatalf("ansible %s: %v:\n%s", module, err, line)
+		}
+		return r, strings.Contains(head, "| FAILED")
+	}
+	t.Fatalf("ansible %s: no result for localhost:\n%s\n%s", module, stdout.String(), stderr.String())
+	return nil, true
+}
+
+// modulesPython is the interpreter ansible-core runs under (its command's
+// #! line): the one that imports ansible.module_utils.
+func modulesPython(t *testing.T) string {
+	t.Helper()
+	ap, err := exec.LookPath("ansible-playbook")
+	testdb.Need(t, "ansible-playbook (ansible-core)", err == nil)
+	_, err = exec.LookPath("ansible")
+	testdb.Need(t, "ansible (ansible-core)", err == nil)
+	f, err := os.Open(ap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	fields := strings.Fields(strings.TrimPrefix(line, "#!"))
+	py := "python3"
+	if len(fields) > 0 && !strings.HasSuffix(fields[0], "/env") {
+		py = fields[0]
+	} else if len(fields) > 1 {
+		py = fields[1]
+	}
+	if p, err := exec.LookPath(py); err == nil {
+		py = p
+	}
+	err = exec.Command(py, "-c", "import ansible.module_utils.basic").Run()
+	testdb.Need(t, fmt.Sprintf("%s importing ansible (%v)", py, err), err == nil)
+	return py
+}
+
+func modulesRepo(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("repository root: %v", err)
+	}
+	return dir
+}
+
+// modulesCollectionsRoot is the directory ANSIBLE_COLLECTIONS_PATH names.
+func modulesCollectionsRoot(t *testing.T) string {
+	return filepath.Join(modulesRepo(t), "deploy", "ansible")
+}
+
+func modulesCollection(t *testing.T) string {
+	return filepath.Join(modulesCollectionsRoot(t), "ansible_collections", "dbhost", "fleet")
+}
+
+func decode(t *testing.T, v any, into any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
