@@ -101,6 +101,7 @@ func formatNames() map[string][]string {
 		"dbhost audit":           report.AuditFormats.Names(),
 		"dbhost checks":          catalogFormats.Names(),
 		"dbhost mem":             memFormats.Names(),
+		"dbhost fix":             fixFormats,
 		"dbhost contention":      contentionFormats.Names(),
 		"dbhost experiment":      summaryFormats.Names(),
 		"dbhost diff":            diffFormats.Names(),

@@ -39,7 +39,7 @@ func (a *app) fixCmd() *cobra.Command {
 	c.Args = af.args
 	c.Run = a.do(func(ctx context.Context, _ []string) int {
 		env := a.env
-		if af.modes() > 0 || af.planOut != "" || af.planFile != "" {
+		if af.modes() > 0 || af.planOut != "" || af.planFile != "" || af.format != "text" {
 			return runFixApply(ctx, env, &src, &af, only, skip, *out)
 		}
 		if *out == "" {

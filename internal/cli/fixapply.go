@@ -18,6 +18,7 @@ import (
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/results"
 	"github.com/dbhost/dbhost/internal/safefile"
+	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
 // geteuid is replaced by tests that play a user who is not root.
@@ -30,7 +31,13 @@ type applyFlags struct {
 	allowRestart                            bool
 	planOut, planFile                       string
 	rollbackID                              string
+	// format: text, or json for --history and --apply (the change sets as
+	// docs/json-schema.md describes them, for tools that drive fix).
+	format string
 }
+
+// fixFormats are the output formats of --history and --apply.
+var fixFormats = []string{"text", "json"}
 
 func (a *applyFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&a.plan, "plan", false, "show what --apply would change: a diff per file, old and new value per kernel setting (read-only); exits 0 when nothing would change, 1 when changes are pending, 2 when the plan is refused or on error")
@@ -40,6 +47,7 @@ func (a *applyFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&a.rollback, "rollback", false, "put back a change set exactly: [CHANGE-ID], default the latest applied (root)")
 	fs.BoolVar(&a.history, "history", false, "list the change sets: when, by whom, what they fixed")
 	fs.BoolVar(&a.recover, "recover", false, "roll back a change set an interrupted apply or rollback left unfinished (root)")
+	fs.StringVar(&a.format, "format", "text", "with --history or --apply: output format: text, or json (the change sets, schema dbhost.changes/1)")
 	fs.BoolVar(&a.allowRestart, "allow-restart", false, "with --apply: restart, through its systemd unit, a database whose changed settings need a restart")
 }
 
@@ -70,7 +78,7 @@ func runFixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, 
 	state := apply.StateDir(src.root)
 	switch {
 	case a.history:
-		return fixHistory(env, state)
+		return fixHistory(env, state, a.format == "json")
 	case a.plan:
 		return fixShowPlan(ctx, env, src, a, only, skip)
 	case geteuid() != 0:
@@ -106,6 +114,10 @@ func (a *applyFlags) refused(src *sourceFlags, out string) string {
 	switch {
 	case a.modes() > 1:
 		return "--plan, --apply, --rollback, --history and --recover are separate modes: give one"
+	case a.format != "text" && a.format != "json":
+		return fmt.Sprintf("unknown --format %q (want text or json)", a.format)
+	case a.format == "json" && !a.history && !a.apply:
+		return "--format json goes with --history or --apply"
 	case out != "":
 		return fmt.Sprintf("--out renders files only; it does not combine with --%s", a.mode())
 	case a.planOut != "" && !a.plan:
@@ -214,7 +226,13 @@ func fixRollback(env Env, id string, opts apply.Options) int {
 // fixApply runs --apply: the plan made now (checked against --plan-file),
 // applied as one change set, and the selected findings audited again.
 func fixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, only, skip []string, opts apply.Options) int {
-	p, code := fixPlan(ctx, env, src, only, skip)
+	// With --format json, stdout holds only the JSON; the plan's text goes
+	// to stderr, where a tool's log keeps it.
+	penv := env
+	if a.format == "json" {
+		penv.Stdout = env.Stderr
+	}
+	p, code := fixPlan(ctx, penv, src, only, skip)
 	if p == nil {
 		return code
 	}
@@ -223,7 +241,7 @@ func fixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, onl
 			return fixFail(env, "%v", err)
 		}
 	}
-	printPlan(env.Stdout, p)
+	printPlan(penv.Stdout, p)
 	opts.AllowRestart = a.allowRestart
 	opts.Reaudit = func() []check.Finding {
 		f, closeHost, ok := src.gather(ctx, env, "fix")
@@ -234,6 +252,17 @@ func fixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, onl
 		return check.Run(f, check.Selector{Only: only, Skip: skip})
 	}
 	cs, err := apply.Apply(p, opts)
+	if a.format == "json" {
+		// The set is written whatever happened (a failed apply's set says
+		// what was put back), so a tool learns its ID without parsing text.
+		if cs != nil {
+			writeChangeSets(env, []*apply.ChangeSet{cs})
+		}
+		if err != nil {
+			return fixFail(env, "apply: %v", err)
+		}
+		return afterCode(cs)
+	}
 	if err != nil {
 		return fixFail(env, "apply: %v", err)
 	}
@@ -244,14 +273,40 @@ func fixApply(ctx context.Context, env Env, src *sourceFlags, a *applyFlags, onl
 	for _, n := range cs.Notes {
 		fmt.Fprintf(env.Stdout, "  note: %s\n", n)
 	}
-	code = ExitOK
 	for _, o := range cs.After {
 		fmt.Fprintf(env.Stdout, "  %-5s %s\n", o.Status, o.Target)
+	}
+	return afterCode(cs)
+}
+
+// afterCode is --apply's exit status: findings when a fixed check still
+// fails after the apply.
+func afterCode(cs *apply.ChangeSet) int {
+	for _, o := range cs.After {
 		if o.Status != string(check.Pass) {
-			code = ExitFindings
+			return ExitFindings
 		}
 	}
-	return code
+	return ExitOK
+}
+
+// changeSetsJSON is the JSON form of change sets (schema dbhost.changes/1).
+type changeSetsJSON struct {
+	Schema     string             `json:"schema"`
+	ChangeSets []*apply.ChangeSet `json:"change_sets"`
+}
+
+func writeChangeSets(env Env, sets []*apply.ChangeSet) int {
+	if sets == nil {
+		sets = []*apply.ChangeSet{}
+	}
+	enc := json.NewEncoder(termsafe.Raw(env.Stdout))
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(changeSetsJSON{Schema: "dbhost.changes/1", ChangeSets: sets}); err != nil {
+		fmt.Fprintln(env.Stderr, "dbhost fix:", err)
+		return ExitError
+	}
+	return ExitOK
 }
 
 func (a *applyFlags) mode() string {
@@ -375,11 +430,14 @@ func printPlan(w io.Writer, p *apply.Plan) {
 	}
 }
 
-func fixHistory(env Env, state string) int {
+func fixHistory(env Env, state string, asJSON bool) int {
 	sets, err := apply.History(state)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "dbhost fix --history:", err)
 		return ExitError
+	}
+	if asJSON {
+		return writeChangeSets(env, sets)
 	}
 	if len(sets) == 0 {
 		fmt.Fprintln(env.Stdout, "no change sets in", state)

@@ -3,6 +3,7 @@ package cli
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dbhost/dbhost/internal/apply"
 	"github.com/dbhost/dbhost/internal/fixture"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/testdb"
@@ -212,5 +214,48 @@ func TestFixApplyTakesHostLock(t *testing.T) {
 	}
 	if treeListing(t, root) == before {
 		t.Fatal("--apply changed nothing once the lock was free")
+	}
+}
+
+// TestFixJSONChangeSets: --apply --format json and --history --format json
+// name the change set a tool must roll back, with its status, without text
+// to parse; json refuses the modes it does not describe.
+func TestFixJSONChangeSets(t *testing.T) {
+	root := copyTree(t)
+	snap := fixture.Path("baseline")
+	decode := func(out string) []apply.ChangeSet {
+		t.Helper()
+		var doc struct {
+			Schema     string            `json:"schema"`
+			ChangeSets []apply.ChangeSet `json:"change_sets"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Schema != "dbhost.changes/1" {
+			t.Fatalf("not dbhost.changes/1 JSON (%v):\n%s", err, out)
+		}
+		return doc.ChangeSets
+	}
+	if code, out, stderr := runCLI(t, "fix", "--history", "--format", "json", "--root", root); code != ExitOK || len(decode(out)) != 0 {
+		t.Fatalf("--history of a new host: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr := runCLI(t, "fix", "--apply", "--format", "json", "--from", snap, "--root", root)
+	if code == ExitError {
+		t.Fatalf("--apply: exit %d\n%s\n%s", code, out, stderr)
+	}
+	applied := decode(out)
+	if len(applied) != 1 || applied[0].Status != apply.StatusApplied || len(applied[0].Files) != 4 || len(applied[0].After) == 0 {
+		t.Fatalf("--apply --format json: %+v", applied)
+	}
+	id := applied[0].ID
+	if code, out, _ := runCLI(t, "fix", "--rollback", id, "--root", root); code != ExitOK {
+		t.Fatalf("--rollback %s: %s", id, out)
+	}
+	_, out, _ = runCLI(t, "fix", "--history", "--format", "json", "--root", root)
+	if hist := decode(out); len(hist) != 1 || hist[0].ID != id || hist[0].Status != apply.StatusRolledBack || hist[0].RolledBack.IsZero() {
+		t.Fatalf("--history after rollback: %+v", hist)
+	}
+	for _, args := range [][]string{{"--plan", "--format", "json"}, {"--rollback", "--format", "json"}, {"--history", "--format", "yaml"}, {"--out", t.TempDir(), "--format", "json"}} {
+		if code, _, stderr := runCLI(t, append(append([]string{"fix"}, args...), "--from", snap, "--root", root)...); code != ExitError || !strings.Contains(stderr, "--format") {
+			t.Errorf("fix %v: exit %d, %s", args, code, stderr)
+		}
 	}
 }
