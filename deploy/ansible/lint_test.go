@@ -217,3 +217,61 @@ func TestPlaybookSyntax(t *testing.T) {
 		})
 	}
 }
+
+// TestServePreflight runs the serve role's first tasks (its checks of the
+// variables, which change nothing) on the controller: what the role must
+// refuse before it touches a host, and a valid set of variables it passes.
+func TestServePreflight(t *testing.T) {
+	playbook := lintTool(t, "ansible-playbook", "ansible-core")
+	dir := t.TempDir()
+	book := filepath.Join(dir, "preflight.yml")
+	play := `---
+- name: The serve role's checks
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Check the variables
+      ansible.builtin.include_role:
+        name: dbhost.fleet.serve
+        tasks_from: preflight.yml
+`
+	if err := os.WriteFile(book, []byte(play), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hash := "$2b$10$abcdefghijklmnopqrstuuYGWZ0dCUe0Iy3M1FJZR8lqP6HWhyLlm"
+	for _, tc := range []struct {
+		name string
+		vars map[string]any
+		fail string // the assertion's message; "" when it must pass
+	}{
+		{"valid", map[string]any{"dbhost_deb": "/tmp/dbhost.deb", "dbhost_extra_args": []string{"--no-collector.block"},
+			"dbhost_basic_auth_users": map[string]string{"prometheus": hash}, "dbhost_budget": "postgres:5432=40%"}, ""},
+		{"no source", map[string]any{}, "set exactly one of dbhost_deb"},
+		{"two sources", map[string]any{"dbhost_deb": "/tmp/dbhost.deb", "dbhost_apt_repository": "deb https://apt.example.net stable main"}, "set exactly one of dbhost_deb"},
+		{"cert without key", map[string]any{"dbhost_deb": "/tmp/dbhost.deb", "dbhost_tls_cert": "/tmp/c.pem"}, "dbhost_tls_cert and dbhost_tls_key"},
+		{"controller and host TLS", map[string]any{"dbhost_deb": "/tmp/dbhost.deb", "dbhost_tls_cert": "/tmp/c.pem", "dbhost_tls_key": "/tmp/k.pem",
+			"dbhost_tls_cert_path": "/etc/c.pem", "dbhost_tls_key_path": "/etc/k.pem"}, "dbhost_tls_cert and dbhost_tls_key"},
+		{"argument with a space", map[string]any{"dbhost_deb": "/tmp/dbhost.deb", "dbhost_extra_args": []string{"--waivers=/etc/my waivers.yaml"}}, "not a single flag"},
+		{"argument with a quote", map[string]any{"dbhost_deb": "/tmp/dbhost.deb", "dbhost_listen_address": `:9437" --web.expose-security-findings "`}, "not a single flag"},
+		{"budget with $", map[string]any{"dbhost_deb": "/tmp/dbhost.deb", "dbhost_budget": "postgres:5432=$X"}, "dbhost_budget holds"},
+		{"plain password as hash", map[string]any{"dbhost_deb": "/tmp/dbhost.deb", "dbhost_basic_auth_users": map[string]string{"prometheus": "secret"}}, "maps a user name to a bcrypt hash"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vars := scrapeWriteJSON(t, filepath.Join(t.TempDir(), "vars.json"), tc.vars)
+			out, err := lintRun(dir, lintEnv(t, t.TempDir()), playbook, "-e", "@"+vars, book)
+			if tc.fail == "" {
+				if err != nil {
+					t.Fatalf("valid variables refused: %v\n%s", err, out)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(out, tc.fail) {
+				t.Fatalf("want a failure saying %q, got %v:\n%s", tc.fail, err, out)
+			}
+			if strings.Contains(out, "secret") {
+				t.Errorf("the output shows the password:\n%s", out)
+			}
+		})
+	}
+}
