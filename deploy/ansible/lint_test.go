@@ -218,6 +218,16 @@ func TestPlaybookSyntax(t *testing.T) {
 	}
 }
 
+// lintPasslib is what the role says of plain passwords: nothing when the
+// controller's Python has passlib (they hash to bcrypt), else that it lacks it.
+func lintPasslib(t testing.TB) string {
+	t.Helper()
+	if exec.Command("/usr/bin/python3", "-c", "import passlib").Run() == nil {
+		return ""
+	}
+	return "install passlib on the controller"
+}
+
 // TestServePreflight runs the serve role's first tasks (its checks of the
 // variables, which change nothing) on the controller: what the role must
 // refuse before it touches a host, and a valid set of variables it passes.
@@ -255,6 +265,7 @@ func TestServePreflight(t *testing.T) {
 		{"argument with a space", map[string]any{"dbhost_deb": "/tmp/dbhost.deb", "dbhost_extra_args": []string{"--waivers=/etc/my waivers.yaml"}}, "not a single flag"},
 		{"argument with a quote", map[string]any{"dbhost_deb": "/tmp/dbhost.deb", "dbhost_listen_address": `:9437" --web.expose-security-findings "`}, "not a single flag"},
 		{"budget with $", map[string]any{"dbhost_deb": "/tmp/dbhost.deb", "dbhost_budget": "postgres:5432=$X"}, "dbhost_budget holds"},
+		{"plain password without passlib", map[string]any{"dbhost_deb": "/tmp/dbhost.deb", "dbhost_basic_auth_passwords": map[string]string{"prometheus": "secret"}}, lintPasslib(t)},
 		{"plain password as hash", map[string]any{"dbhost_deb": "/tmp/dbhost.deb", "dbhost_basic_auth_users": map[string]string{"prometheus": "secret"}}, "maps a user name to a bcrypt hash"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
