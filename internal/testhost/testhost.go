@@ -264,9 +264,14 @@ func lockHosts(t testing.TB) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-			unix.Close(fd)
-			t.Fatal(err)
+		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			began := time.Now()
+			t.Logf("testhost: waiting for another test's hosts to end")
+			if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+				unix.Close(fd)
+				t.Fatal(err)
+			}
+			t.Logf("testhost: waited %s", time.Since(began).Round(10*time.Millisecond))
 		}
 		hostsLock.f = os.NewFile(uintptr(fd), "dbhost-testhost.lock")
 		killStale()
@@ -334,11 +339,15 @@ func StartN(t testing.TB, ns []int, o Options) []*Host {
 	lockHosts(t)
 	if o.Dir == "" {
 		o.Dir = t.TempDir()
+	} else if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		t.Fatal(err)
 	}
 	key, known, err := keys(o.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var ending time.Time
+	t.Cleanup(func() { t.Logf("testhost: %d hosts ended in %s", len(ns), time.Since(ending).Round(10*time.Millisecond)) })
 	begin := time.Now()
 	hosts := make([]*Host, len(ns))
 	errs := make([]error, len(ns))
@@ -385,6 +394,7 @@ func StartN(t testing.TB, ns []int, o Options) []*Host {
 		t.Fatal(err)
 	}
 	t.Logf("testhost: %d hosts up in %s", len(ns), time.Since(begin).Round(10*time.Millisecond))
+	t.Cleanup(func() { ending = time.Now() })
 	return hosts
 }
 
