@@ -347,7 +347,9 @@ func StartN(t testing.TB, ns []int, o Options) []*Host {
 		t.Fatal(err)
 	}
 	var ending time.Time
-	t.Cleanup(func() { t.Logf("testhost: %d hosts ended in %s", len(ns), time.Since(ending).Round(10*time.Millisecond)) })
+	t.Cleanup(func() {
+		t.Logf("testhost: %d hosts ended in %s", len(ns), time.Since(ending).Round(10*time.Millisecond))
+	})
 	begin := time.Now()
 	hosts := make([]*Host, len(ns))
 	errs := make([]error, len(ns))
