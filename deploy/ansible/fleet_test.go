@@ -138,9 +138,9 @@ func TestFleet(t *testing.T) {
 			t.Errorf("the output names 60-dbhost.conf %d times, want at least one per host", n)
 		}
 		for _, h := range hosts {
-			f.unchanged(t, h)
+			f.untouched(t, h)
 		}
-		if t.Failed() {
+		if t.Failed() || testing.Verbose() {
 			t.Log(out)
 		}
 	}) {
@@ -194,7 +194,7 @@ func TestFleet(t *testing.T) {
 		if hist := h2.Exec(t, "/usr/bin/dbhost", "fix", "--history"); !strings.Contains(hist, "rolled-back") || !strings.Contains(hist, "rolled back") {
 			t.Errorf("%s: fix --history does not show the rollback:\n%s", h2.Name(), hist)
 		}
-		f.unchanged(t, h3)
+		f.untouched(t, h3)
 		if len(sets2) == 1 && !a1.Created.Before(sets2[0].Created) {
 			t.Errorf("host 1 applied at %s, host 2 at %s: not in host order", a1.Created, sets2[0].Created)
 		}
@@ -296,6 +296,18 @@ func (f *fleet) unchanged(t *testing.T, h *testhost.Host) {
 		if cs.Status != "rolled-back" {
 			t.Errorf("%s: change set %s is %s", h.Name(), cs.ID, cs.Status)
 		}
+	}
+}
+
+// untouched: the host is as before, and no change set was ever made on it.
+func (f *fleet) untouched(t *testing.T, h *testhost.Host) {
+	t.Helper()
+	f.unchanged(t, h)
+	if sets, _ := changeSets(h); len(sets) > 0 {
+		t.Errorf("%s: change sets %+v, want none", h.Name(), sets)
+	}
+	if hist := h.Exec(t, "/usr/bin/dbhost", "fix", "--history"); !strings.HasPrefix(hist, "no change sets") {
+		t.Errorf("%s: fix --history:\n%s", h.Name(), hist)
 	}
 }
 

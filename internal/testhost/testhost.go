@@ -60,7 +60,10 @@ mount -t tmpfs -o mode=1777 tmp "$r/tmp"
 mount -t tmpfs -o mode=0755 postgresql "$r/var/lib/postgresql"
 chown postgres:postgres "$r/var/lib/postgresql"
 # What a fresh host would not have: dbhost (the serve role installs it),
-# its state and files, this machine's ssh host keys and root's ssh keys.
+# its state and files, this machine's ssh host keys and root's ssh keys,
+# and a container runtime's marker (this machine's /.dockerenv on an
+# overlay root would make dbhost judge the host a container).
+rm -f "$r/.dockerenv" "$r/run/.containerenv"
 rm -rf "$r/var/lib/dbhost" "$r/etc/dbhost" "$r/usr/bin/dbhost" "$r/etc/default/dbhost" \
   "$r/root/.ssh" "$r/root/.ansible"
 rm -f "$r"/etc/ssh/ssh_host_* "$r"/etc/sysctl.d/*dbhost* "$r"/etc/udev/rules.d/*dbhost* \

@@ -32,7 +32,7 @@ func TestHosts(t *testing.T) {
 		if err := h.WriteFile("/etc/dbhost-testhost-probe", []byte(h.Name()), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range []string{"/usr/bin/dbhost", "/var/lib/dbhost", "/etc/dbhost", "/etc/ssh/ssh_host_rsa_key"} {
+		for _, p := range []string{"/usr/bin/dbhost", "/var/lib/dbhost", "/etc/dbhost", "/etc/ssh/ssh_host_rsa_key", "/.dockerenv"} {
 			if _, err := os.Stat(h.Path(p)); err == nil {
 				t.Errorf("%s: %s present", h.Name(), p)
 			}
