@@ -134,6 +134,9 @@ func TestFleet(t *testing.T) {
 		if n := strings.Count(out, "+net.ipv4.tcp_keepalive_time = 120"); n < len(hosts) {
 			t.Errorf("the plan's diff of %s shows +net.ipv4.tcp_keepalive_time = 120 %d times, want one per host (%d)", sysctlFile, n, len(hosts))
 		}
+		if strings.Contains(out, "runs in a container") {
+			t.Error("dbhost judges the test hosts containers")
+		}
 		if n := strings.Count(out, "60-dbhost.conf"); n < len(hosts) {
 			t.Errorf("the output names 60-dbhost.conf %d times, want at least one per host", n)
 		}
