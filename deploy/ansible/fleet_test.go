@@ -201,6 +201,9 @@ func TestFleet(t *testing.T) {
 		if len(sets2) == 1 && !a1.Created.Before(sets2[0].Created) {
 			t.Errorf("host 1 applied at %s, host 2 at %s: not in host order", a1.Created, sets2[0].Created)
 		}
+		if t.Failed() || testing.Verbose() {
+			t.Log(out)
+		}
 	}) {
 		return
 	}
