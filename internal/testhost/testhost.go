@@ -300,7 +300,8 @@ func killStale() {
 			continue
 		}
 		args := strings.Split(string(b), "\x00")
-		if len(args) > 3 && args[0] == "/bin/bash" && args[1] == "-c" && args[3] == marker {
+		// The init while it sets up (sh) and once it waits (bash).
+		if len(args) > 3 && (args[0] == "/bin/sh" || args[0] == "/bin/bash") && args[1] == "-c" && args[3] == marker {
 			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
 				syscall.Kill(pid, syscall.SIGKILL)
 			}
