@@ -94,6 +94,9 @@ func TestFleet(t *testing.T) {
 			if code != http.StatusOK || !strings.Contains(body, "\ndbhost_") {
 				t.Errorf("%s with the password: %d, %d bytes, want 200 and dbhost series:\n%.500s", url, code, len(body), body)
 			}
+			if code, _ := get(t, "http://"+h.Addr()+":9437/healthz", "prometheus", password); code != http.StatusOK {
+				t.Errorf("%s: /healthz with the password: %d, want 200", h.Name(), code)
+			}
 			if code, _ := get(t, url, "", ""); code != http.StatusUnauthorized {
 				t.Errorf("%s without the password: %d, want 401", url, code)
 			}
@@ -108,9 +111,14 @@ func TestFleet(t *testing.T) {
 	if !t.Run("collect", func(t *testing.T) {
 		out := f.run(t, 0, "collect.yml", nil)
 		for _, h := range hosts {
+			// Each snapshot is its host's, named after it.
 			snap := filepath.Join(collectDir, h.Name()+".tar.gz")
-			if st, err := os.Stat(snap); err != nil || st.Size() == 0 {
-				t.Errorf("snapshot of %s: %v", h.Name(), err)
+			js, _ := exec.Command(ctl, "audit", "--from", snap, "--format", "json", "--fail-on", "none").Output()
+			var audit struct {
+				Hostname string `json:"hostname"`
+			}
+			if err := json.Unmarshal(js, &audit); err != nil || audit.Hostname != h.Name() {
+				t.Errorf("%s: audit --from: hostname %q (%v), want %s", snap, audit.Hostname, err, h.Name())
 			}
 		}
 		report := filepath.Join(collectDir, "fleet.html")

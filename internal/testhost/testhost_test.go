@@ -16,6 +16,9 @@ import (
 // root's key and known by its new host key; and nothing left once the
 // hosts end.
 func TestHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test (namespaces, sshd, PostgreSQL)")
+	}
 	hosts := StartN(t, []int{1, 2, 3}, Options{})
 	mine, err := os.ReadFile("/proc/sys/net/ipv4/tcp_fin_timeout")
 	if err != nil {
