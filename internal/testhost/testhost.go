@@ -207,8 +207,10 @@ func (h *Host) kill() {
 	if h.cmd == nil {
 		return
 	}
-	syscall.Kill(h.pid, syscall.SIGKILL)
-	h.cmd.Process.Signal(syscall.SIGKILL)
+	if h.pid > 0 { // 0 would signal this process's group
+		syscall.Kill(h.pid, syscall.SIGKILL)
+	}
+	h.cmd.Process.Signal(syscall.SIGKILL) // unshare: --kill-child ends the init too
 	select {
 	case <-h.done:
 	case <-time.After(30 * time.Second):
