@@ -7,11 +7,13 @@
 // What a host writes lands in a tmpfs that only its mount namespace sees;
 // killing its init (PID 1 of the host) ends every process of the host, and
 // the namespaces, mounts and veth pair go with the last of them. A killed
-// `go test` (no cleanup ran) leaves at most: the hosts' inits, killed by
-// unshare --kill-child once unshare dies with the test (parent-death
-// signal), else by the next Start (found by their marker, while the
-// testhost lock is held); the controller-side veths dbhtN, deleted by the
-// next Start; the test's temporary directory.
+// `go test` (SIGKILL: no cleanup runs) takes its hosts along: unshare gets
+// the parent-death signal and --kill-child ends the init; what is left is
+// the test's temporary directory (keys, logs). Should an init outlive its
+// test all the same, the next Start kills it (found by its marker, while
+// the testhost lock is held, so never another live test's) and deletes
+// leftover veths dbhtN. Tests with hosts run one at a time: the others wait
+// for the lock and say so.
 package testhost
 
 import (
