@@ -115,10 +115,12 @@ func TestFleet(t *testing.T) {
 			snap := filepath.Join(collectDir, h.Name()+".tar.gz")
 			js, _ := exec.Command(ctl, "audit", "--from", snap, "--format", "json", "--fail-on", "none").Output()
 			var audit struct {
-				Hostname string `json:"hostname"`
+				Host struct {
+					Hostname string `json:"hostname"`
+				} `json:"host"`
 			}
-			if err := json.Unmarshal(js, &audit); err != nil || audit.Hostname != h.Name() {
-				t.Errorf("%s: audit --from: hostname %q (%v), want %s", snap, audit.Hostname, err, h.Name())
+			if err := json.Unmarshal(js, &audit); err != nil || audit.Host.Hostname != h.Name() {
+				t.Errorf("%s: audit --from: hostname %q (%v), want %s", snap, audit.Host.Hostname, err, h.Name())
 			}
 		}
 		report := filepath.Join(collectDir, "fleet.html")
