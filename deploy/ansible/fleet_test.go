@@ -353,7 +353,8 @@ func (f *fleet) applied(t *testing.T, h *testhost.Host) changeSet {
 }
 
 // overhead logs a roll-out's time per host against the local commands it
-// wraps, timed on one host: plan, apply, the gate's audit, (rollback).
+// wraps, timed on one host: the gate's audit before, plan, apply, the
+// gate's audit after.
 func (f *fleet) overhead(t *testing.T, h *testhost.Host, rollout time.Duration) {
 	t.Helper()
 	only := "--only=" + strings.Join(rolloutOnly, ",")
@@ -365,9 +366,10 @@ func (f *fleet) overhead(t *testing.T, h *testhost.Host, rollout time.Duration) 
 		args []string
 		must bool // plan and audit exit 1 for pending changes and failing findings
 	}{
+		{[]string{"audit", "--format=json"}, false}, // the gate before
 		{[]string{"fix", "--plan", only, "--plan-out=/root/overhead-plan.json"}, false},
 		{[]string{"fix", "--apply", only, "--plan-file=/root/overhead-plan.json"}, true},
-		{[]string{"audit", only, "--format=json"}, false},
+		{[]string{"audit", only, "--format=json"}, false}, // the gate after
 	} {
 		began := time.Now()
 		if _, err := h.Run(nil, append([]string{"/usr/bin/dbhost"}, step.args...)...); err != nil && step.must {
@@ -378,7 +380,7 @@ func (f *fleet) overhead(t *testing.T, h *testhost.Host, rollout time.Duration) 
 		t.Logf("local dbhost %s on %s: %s", strings.Join(step.args[:2], " "), h.Name(), d.Round(time.Millisecond))
 	}
 	per := rollout / time.Duration(len(f.hosts))
-	t.Logf("roll-out of %d hosts: %s, %s per host; the local plan+apply+audit: %s; Ansible adds %s per host",
+	t.Logf("roll-out of %d hosts: %s, %s per host; the local audit+plan+apply+audit: %s; Ansible adds %s per host",
 		len(f.hosts), rollout.Round(10*time.Millisecond), per.Round(10*time.Millisecond), local.Round(time.Millisecond), (per - local).Round(10*time.Millisecond))
 }
 
