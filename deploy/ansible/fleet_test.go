@@ -81,14 +81,20 @@ func TestFleet(t *testing.T) {
 	f := &fleet{root: root, work: work, inv: inv, hosts: hosts, orig: orig}
 
 	if !t.Run("serve", func(t *testing.T) {
-		f.run(t, 0, "serve.yml", map[string]any{
-			"dbhost_deb":                    deb,
-			"dbhost_basic_auth_users":       map[string]string{"prometheus": string(hash)},
-			"dbhost_healthz_user":           "prometheus",
-			"dbhost_healthz_password":       password,
-			"dbhost_healthz_validate_certs": false,
+		out := f.run(t, 0, "serve.yml", map[string]any{
+			"dbhost_deb":              deb,
+			"dbhost_basic_auth_users": map[string]string{"prometheus": string(hash)},
+			"dbhost_healthz_user":     "prometheus",
+			"dbhost_healthz_password": password,
 		})
+		if strings.Contains(out, password) {
+			t.Error("the playbook's output shows the password")
+		}
 		for _, h := range hosts {
+			// The web config holds the hash: root's alone.
+			if st, err := os.Stat(h.Path("/etc/dbhost/web.yml")); err != nil || st.Mode().Perm()&0o037 != 0 {
+				t.Errorf("%s: /etc/dbhost/web.yml: %v, want root's, not group-writable, nothing for others", h.Name(), err)
+			}
 			url := "http://" + h.Addr() + ":9437/metrics"
 			code, body := get(t, url, "prometheus", password)
 			if code != http.StatusOK || !strings.Contains(body, "\ndbhost_") {
