@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,7 +93,7 @@ func TestFleet(t *testing.T) {
 		}
 		for _, h := range hosts {
 			// The web config holds the hash: root's alone.
-			if st, err := os.Stat(h.Path("/etc/dbhost/web.yml")); err != nil || st.Mode().Perm()&0o037 != 0 {
+			if st, err := os.Stat(h.Path("/etc/dbhost/web.yml")); err != nil || st.Mode().Perm()&0o037 != 0 || st.Sys().(*syscall.Stat_t).Uid != 0 {
 				t.Errorf("%s: /etc/dbhost/web.yml: %v, want root's, not group-writable, nothing for others", h.Name(), err)
 			}
 			url := "http://" + h.Addr() + ":9437/metrics"
