@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dbhost/dbhost/internal/fixture"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
 
@@ -132,6 +133,107 @@ func TestModulesLive(t *testing.T) {
 	wantFailure := name + ": not running (it answered before the change)"
 	if !failed || !contains(failures, wantFailure) {
 		t.Fatalf("gate with %s stopped: failed %v, failures %q, want %q", name, failed, failures, wantFailure)
+	}
+}
+
+// The module's readers of dbhost fix's JSON (module_utils/fixplan.py) on
+// what the dbhost built from this tree prints, so that a change of
+// dbhost.changes/1 fails here, not only in the unit tests' recordings: an
+// apply on a copy tree (--root, the recorded host baseline, as
+// internal/cli's TestFixJSONChangeSets) names its set and its after, its
+// stderr holds the plan exactly as --plan prints it, the history lists it.
+func TestModulesFixJSON(t *testing.T) {
+	testdb.Need(t, "root (a copy tree owned by root)", os.Geteuid() == 0)
+	py := modulesPython(t)
+	dir := testdb.RootOnlyDir(t, "dbhost-fixjson-")
+	bin := filepath.Join(dir, "dbhost")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/dbhost")
+	build.Dir = modulesRepo(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	root := filepath.Join(dir, "root")
+	if err := os.MkdirAll(filepath.Join(root, "etc", "sysctl.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	snap := fixture.Path("baseline")
+	run := func(want int, args ...string) (string, string) {
+		t.Helper()
+		cmd := exec.Command(bin, append(args, "--from", snap, "--root", root)...)
+		cmd.Env = append(os.Environ(), "SUDO_USER=") // the history's "by" is root's alone
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != want {
+			t.Fatalf("dbhost %v: exit %d, want %d\n%s\n%s", args, code, want, stdout.String(), stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
+	only := "--only=net.keepalive,net.fin_timeout"
+	planFile := filepath.Join(dir, "plan.json")
+	plan, _ := run(1, "fix", "--plan", only, "--plan-out="+planFile)
+	// The tree is no live host: the kernel values are left, the fixed
+	// checks still fail after the apply (exit 1).
+	out, errOut := run(1, "fix", "--apply", "--format=json", only, "--plan-file="+planFile)
+	hist, _ := run(0, "fix", "--history", "--format=json")
+	files := map[string]string{"out": out, "err": errOut, "hist": hist}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := exec.Command(py, "-c", `import json, sys
+from ansible_collections.dbhost.fleet.plugins.module_utils import fixplan
+out, err, hist = [open(p).read() for p in sys.argv[1:]]
+cs = fixplan.parse_applied(out)
+print(json.dumps({"id": cs["id"], "status": cs["status"], "after": fixplan.after_statuses(cs),
+                  "plan": fixplan.plan_text(err), "history": fixplan.parse_history(hist)}))`,
+		filepath.Join(dir, "out"), filepath.Join(dir, "err"), filepath.Join(dir, "hist"))
+	read.Env = append(os.Environ(), "PYTHONPATH="+modulesCollectionsRoot(t), "PYTHONDONTWRITEBYTECODE=1")
+	b, err := read.Output()
+	if err != nil {
+		t.Fatalf("fixplan on dbhost's JSON: %v\n%s\n%s", err, b, errOut)
+	}
+	var got struct {
+		ID, Status string
+		After      []struct{ Status, Target string }
+		Plan       string
+		History    []struct {
+			ID, Status, Created, By string
+			Files                   int
+			Fixed                   []string
+		}
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	if got.Status != "applied" || len(got.ID) != len("20261127T150312Z-3fa2") {
+		t.Errorf("applied set: id %q status %q", got.ID, got.Status)
+	}
+	var targets []string
+	for _, a := range got.After {
+		targets = append(targets, a.Status+" "+a.Target)
+	}
+	if strings.Join(targets, ", ") != "fail net.fin_timeout, fail net.keepalive" {
+		t.Errorf("after: %q", targets)
+	}
+	if got.Plan != plan {
+		t.Errorf("the plan from --apply's stderr is not --plan's:\n--- apply\n%s\n--- plan\n%s", got.Plan, plan)
+	}
+	if len(got.History) != 1 {
+		t.Fatalf("history: %+v", got.History)
+	}
+	h := got.History[0]
+	if h.ID != got.ID || h.Status != "applied" || h.By != "root" || h.Files != 1 || len(h.Created) != len("2026-11-27 15:03:12Z") ||
+		strings.Join(h.Fixed, ", ") != "net.fin_timeout, net.keepalive" {
+		t.Errorf("history: %+v (apply named %s)", h, got.ID)
 	}
 }
 

@@ -3,31 +3,31 @@
 
 """What `dbhost fix` says, read for the dbhost_fix module.
 
-dbhost writes the plan as JSON (--plan-out) but reports an applied change
-set and the history only as text: the change set's ID on the line
-"applied change set ID (undo with: ...)", and one line per set in
-`fix --history`. These parsers read exactly those documented lines and
-ignore everything else, so that added lines do not break them.
+dbhost writes the plan as JSON (--plan-out), and the change sets as JSON
+(--history and --apply with --format json, schema dbhost.changes/1 in
+docs/json-schema.md); with --apply --format json the plan's text goes to
+stderr, after and between dbhost's own "dbhost fix: ..." messages.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import datetime
 import json
 import re
 
-# Change set IDs: YYYYMMDDTHHMMSSZ-xxxx (internal/apply).
+SCHEMA = "dbhost.changes/1"
+
+# Change set IDs: YYYYMMDDTHHMMSSZ-xxxx (internal/apply), the creation
+# time in UTC: sorted as strings, they sort by time.
 CHANGE_ID = r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4}"
 CHANGE_ID_RE = re.compile(r"^" + CHANGE_ID + r"$")
 
-_APPLIED_RE = re.compile(r"^applied change set (" + CHANGE_ID + r") \(undo with:", re.M)
-_HISTORY_RE = re.compile(
-    r"^(?P<id>" + CHANGE_ID + r")\s+(?P<status>[a-z-]+)\s+"
-    r"(?P<created>\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ)\s+by (?P<by>.*?): "
-    r"(?P<files>\d+) files, (?P<values>\d+) values, (?P<settings>\d+) settings; fixed ?(?P<fixed>.*)$")
-_ROLLED_BACK_RE = re.compile(r"^\s+rolled back (?P<at>\S+ \S+) by (?P<by>.*)$")
-_AFTER_RE = re.compile(r"^  (pass|fail|unknown)\s+(\S.*)$")
+_TIME_RE = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)$")
+# dbhost's own messages on stderr ("dbhost fix: waiting for the host
+# lock ...", "dbhost fix: apply: ..."); no line of a plan starts so.
+_MESSAGE_RE = re.compile(r"^dbhost( [a-z-]+)?: ")
 
 # Change set statuses (internal/apply): applied can be rolled back; the
 # unfinished ones are put back by `fix --recover`; the rest are done.
@@ -36,77 +36,102 @@ UNFINISHED = ("applying", "rolling-back")
 PUT_BACK = ("rolled-back", "failed")
 
 
-def applied_id(stdout):
-    """The ID of the change set `fix --apply` reports, or None."""
-    m = _APPLIED_RE.search(stdout or "")
-    return m.group(1) if m else None
-
-
-def after_statuses(stdout):
-    """The statuses of the fixed findings audited again after the apply:
-    the lines after "applied change set ...": [{"status", "target"}]."""
-    out = []
-    text = stdout or ""
-    i = text.find("\napplied change set ")
-    if i < 0:
-        return out
-    for line in text[i + 1:].splitlines()[1:]:
-        m = _AFTER_RE.match(line)
-        if m:
-            out.append({"status": m.group(1), "target": m.group(2).strip()})
-    return out
-
-
-def plan_text(stdout):
-    """What `fix --apply` printed of the plan, without its report of the apply."""
-    text = stdout or ""
-    i = text.find("\napplied change set ")
-    return text if i < 0 else text[:i + 1]
-
-
-def parse_history(stdout):
-    """The change sets `fix --history` lists, oldest first: dicts with id,
-    status, created, by, files, values, settings, fixed (list of targets)
-    and, once rolled back, rolled_back_at and rolled_back_by."""
-    sets = []
-    for line in (stdout or "").splitlines():
-        m = _HISTORY_RE.match(line)
-        if m:
-            fixed = m.group("fixed").strip()
-            sets.append({
-                "id": m.group("id"),
-                "status": m.group("status"),
-                "created": m.group("created"),
-                "by": m.group("by"),
-                "files": int(m.group("files")),
-                "values": int(m.group("values")),
-                "settings": int(m.group("settings")),
-                "fixed": _split_targets(fixed),
-            })
-            continue
-        m = _ROLLED_BACK_RE.match(line)
-        if m and sets:
-            sets[-1]["rolled_back_at"] = m.group("at")
-            sets[-1]["rolled_back_by"] = m.group("by")
+def load_changes(stdout):
+    """The raw change sets of a dbhost.changes/1 document, oldest first;
+    ValueError, saying why, when stdout is none."""
+    try:
+        doc = json.loads(stdout)
+    except ValueError as e:
+        raise ValueError("not JSON (%s)" % e)
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    if doc.get("schema") != SCHEMA:
+        raise ValueError("schema %r, not %s: this dbhost is newer or older than the module" % (doc.get("schema"), SCHEMA))
+    sets = doc.get("change_sets")
+    if not isinstance(sets, list) or not all(isinstance(cs, dict) and cs.get("id") for cs in sets):
+        raise ValueError("change_sets is no list of change sets")
     return sets
 
 
-def _split_targets(text):
-    """Split "a, b (postgres:5432), c" on the commas outside parentheses."""
-    out, depth, cur = [], 0, []
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth = max(0, depth - 1)
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-            continue
-        cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return [t for t in out if t]
+def utc_text(stamp):
+    """An RFC 3339 time as "YYYY-MM-DD HH:MM:SSZ" in UTC (what the history
+    text shows); "" for none, the text itself when it is no such time."""
+    m = _TIME_RE.match(stamp or "")
+    if not m:
+        return stamp or ""
+    t = datetime.datetime(*[int(g) for g in m.groups()[:6]])
+    off = m.group(7)
+    if off != "Z":
+        sign = 1 if off[0] == "+" else -1
+        t -= sign * datetime.timedelta(hours=int(off[1:3]), minutes=int(off[4:6]))
+    return t.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def target(t):
+    """A finding as dbhost names it: "ID" on the host, "ID (subject)" on an instance."""
+    subject = t.get("subject") or "host"
+    return t.get("id", "") if subject == "host" else "%s (%s)" % (t.get("id", ""), subject)
+
+
+def summarize(cs):
+    """A change set as the module returns it: id, status, created, by,
+    files, values, settings (counts), fixed (targets), errors and, once
+    rolled back, rolled_back_at and rolled_back_by."""
+    by = cs.get("user") or str(cs.get("uid", ""))
+    if cs.get("sudo_user"):
+        by += " (sudo by %s)" % cs["sudo_user"]
+    out = {
+        "id": cs["id"],
+        "status": cs.get("status", ""),
+        "created": utc_text(cs.get("created")),
+        "by": by,
+        "files": len(cs.get("files") or []),
+        "values": len(cs.get("values") or []),
+        "settings": len(cs.get("settings") or []),
+        "fixed": [target(t) for t in cs.get("findings") or []],
+        "errors": list(cs.get("errors") or []),
+    }
+    if cs.get("rolled_back"):
+        out["rolled_back_at"] = utc_text(cs["rolled_back"])
+        out["rolled_back_by"] = cs.get("rolled_back_by", "")
+    return out
+
+
+def parse_history(stdout):
+    """The change sets `fix --history --format json` lists, oldest first,
+    each summarized; ValueError when stdout is no dbhost.changes/1."""
+    return [summarize(cs) for cs in load_changes(stdout)]
+
+
+def parse_applied(stdout):
+    """The change set `fix --apply --format json` wrote, raw, or None when
+    it printed none (refused before writing one, or died); ValueError when
+    it printed something else."""
+    if not (stdout or "").strip():
+        return None
+    sets = load_changes(stdout)
+    if len(sets) != 1:
+        raise ValueError("%d change sets where the apply writes one" % len(sets))
+    return sets[0]
+
+
+def after_statuses(cs):
+    """The fixed findings audited again after the apply: [{"status", "target", "reason"}]."""
+    return [{"status": o.get("status", ""), "target": target(o), "reason": o.get("reason", "")}
+            for o in cs.get("after") or []]
+
+
+def plan_text(stderr):
+    """The plan's text from --apply --format json's stderr, without
+    dbhost's own messages."""
+    lines = (stderr or "").splitlines(True)
+    return "".join(ln for ln in lines if not _MESSAGE_RE.match(ln))
+
+
+def since(sets, change_id_floor):
+    """The sets made at or after the second change_id_floor
+    ("YYYYMMDDTHHMMSSZ") names, oldest first."""
+    return [cs for cs in sets if cs["id"][:16] >= change_id_floor]
 
 
 def find_set(sets, change_id=None):
@@ -118,12 +143,6 @@ def find_set(sets, change_id=None):
         elif cs["status"] == APPLIED:
             return cs
     return None
-
-
-def new_sets(before, after):
-    """The sets in after that were not in before (a run's own set)."""
-    known = set(cs["id"] for cs in before)
-    return [cs for cs in after if cs["id"] not in known]
 
 
 def load_plan(text):
@@ -154,11 +173,7 @@ def plan_checks(plan):
 
 def plan_targets(plan):
     """The findings the plan fixes: "ID" on the host, "ID (subject)" on an instance."""
-    out = []
-    for t in plan.get("findings") or []:
-        subject = t.get("subject") or "host"
-        out.append(t.get("id", "") if subject == "host" else "%s (%s)" % (t.get("id", ""), subject))
-    return out
+    return [target(t) for t in plan.get("findings") or []]
 
 
 def plan_summary(plan):

@@ -83,8 +83,10 @@ attributes:
     support: full
 notes:
   - C(applied) and C(rolled_back) need root (become). C(planned) reads only.
-  - The change set's ID comes from dbhost's report of the apply (C(applied change set ID)), and,
-    when that line is missing, from C(fix --history) before and after.
+  - The module reads dbhost's JSON (C(fix --apply --format json), C(fix --history --format json),
+    schema C(dbhost.changes/1)), so the dbhost on the host must have C(fix --format); a document of
+    another schema fails the task. An apply killed before it printed its change set is found in
+    C(fix --history) by the time it started.
 seealso:
   - module: dbhost.fleet.dbhost_health
 author:
@@ -169,13 +171,18 @@ plan_file:
   returned: planned, applied with plan_file
   type: str
 after:
-  description: C(applied) the fixed findings audited again after the apply, C(status) and C(target).
+  description:
+    - C(applied) the fixed findings audited again after the apply, C(status) (pass, fail, unknown),
+      C(target) (C(ID) or C(ID (subject))) and dbhost's C(reason).
   returned: applied, when dbhost applied a set
   type: list
   elements: dict
-  sample: [{"status": "pass", "target": "net.keepalive"}]
+  sample: [{"status": "pass", "target": "net.keepalive", "reason": ""}]
 history:
-  description: C(rolled_back) the change sets on the host after the task, oldest first.
+  description:
+    - C(rolled_back) the change sets on the host after the task, oldest first, each with C(id),
+      C(status), C(created) and, once rolled back, C(rolled_back_at) (C(YYYY-MM-DD HH:MM:SSZ), UTC),
+      C(by), C(rolled_back_by), C(fixed), C(errors) and the counts of C(files), C(values), C(settings).
   returned: rolled_back
   type: list
   elements: dict
@@ -201,10 +208,18 @@ stderr:
 """
 
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dbhost.fleet.plugins.module_utils import binary as dbbin
 from ansible_collections.dbhost.fleet.plugins.module_utils import fixplan
+
+
+def too_old(stderr):
+    """A hint when the dbhost on the host predates --format json."""
+    if "unknown flag: --format" in (stderr or ""):
+        return " (this dbhost predates fix --format json: install a newer one)"
+    return ""
 
 
 class Fix:
@@ -228,10 +243,13 @@ class Fix:
         self.m.exit_json(**self.result)
 
     def history(self):
-        rc, out, err = self.run(["--history"])
+        rc, out, err = self.run(["--history", "--format=json"])
         if rc != 0:
-            self.fail("dbhost fix --history failed (exit %d): %s" % (rc, (err or out).strip()))
-        return fixplan.parse_history(out)
+            self.fail("dbhost fix --history failed (exit %d): %s%s" % (rc, (err or out).strip(), too_old(err)))
+        try:
+            return fixplan.parse_history(out)
+        except ValueError as e:
+            self.fail("dbhost fix --history --format=json: %s" % e)
 
     def temp_plan(self):
         return os.path.join(self.m.tmpdir, "dbhost-plan.json")
@@ -312,33 +330,46 @@ class Fix:
         if not pending:
             self.exit(changed=False, msg="nothing to change: every file and value is already as the fixes want")
 
-        before = self.history()
-        args = ["--apply", "--plan-file=" + (pf or self.temp_plan())] + dbbin.selection_args(self.p)
+        args = ["--apply", "--format=json", "--plan-file=" + (pf or self.temp_plan())] + dbbin.selection_args(self.p)
         if self.p["allow_restart"]:
             args.append("--allow-restart")
+        # The second the apply starts: a set it wrote has an ID from then on.
+        started = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         rc, out, err = self.run(args)
-        change_id, status = fixplan.applied_id(out), fixplan.APPLIED
-        if change_id is None or rc not in (0, 1):
-            # No report of a set: find this run's own set in the history.
-            change_id, status = None, None
-            mine = fixplan.new_sets(before, self.history())
-            if mine:
-                change_id, status = mine[-1]["id"], mine[-1]["status"]
-            self.result.update(exit_status=rc, cmd=[self.p["binary"], "fix"] + args, stdout=out, stderr=err)
         if text is None:
-            self.describe(plan, fixplan.plan_text(out))
-        if change_id:
-            self.result.update(change_id=change_id, change_status=status)
-        if rc not in (0, 1):
-            self.fail("dbhost fix --apply failed (exit %d): %s" % (rc, (err or out).strip()[-2000:]))
-        if not change_id:
-            self.fail("dbhost fix --apply exited %d but named no change set" % rc)
-        after = fixplan.after_statuses(out)
+            self.describe(plan, fixplan.plan_text(err))
+        try:
+            cs = fixplan.parse_applied(out)
+        except ValueError as e:
+            self.fail("dbhost fix --apply (exit %d) printed no change set dbhost.changes/1 describes: %s; "
+                      "see fix --history on the host" % (rc, e))
+        if cs is None:
+            # No set printed: refused before writing one, or killed (or
+            # crashed) after; then its set is in the history, unfinished,
+            # and rolled_back with its ID recovers it.
+            hrc, hout, _ = self.run(["--history", "--format=json"])
+            try:
+                mine = fixplan.since(fixplan.parse_history(hout), started) if hrc == 0 else []
+            except ValueError:
+                mine = []
+            if mine:
+                cs = {"id": mine[-1]["id"], "status": mine[-1]["status"]}
+            self.result.update(exit_status=rc, cmd=[self.p["binary"], "fix"] + args, stdout=out, stderr=err)
+        if cs is not None:
+            self.result.update(change_id=cs["id"], change_status=cs.get("status", ""))
+        if rc not in (0, 1) or cs is None or cs.get("status") != fixplan.APPLIED:
+            msgs = [ln[len("dbhost fix: "):] for ln in err.splitlines() if ln.startswith("dbhost fix: ")
+                    and "waiting for the host lock" not in ln]
+            why = "\n".join(msgs) or "; ".join((cs or {}).get("errors") or []) or err.strip()[-2000:] or "no reason given"
+            if rc in (0, 1):
+                self.fail("dbhost fix --apply exited %d but named no applied change set: %s" % (rc, why))
+            self.fail("dbhost fix --apply failed (exit %d): %s%s" % (rc, why, too_old(err)))
+        after = fixplan.after_statuses(cs)
         self.result["after"] = after
         still = [a["target"] for a in after if a["status"] != "pass"]
         if still:
-            self.m.warn("applied change set %s, but these findings do not pass yet: %s" % (change_id, ", ".join(still)))
-        self.exit(changed=True, msg="applied change set %s" % change_id)
+            self.m.warn("applied change set %s, but these findings do not pass yet: %s" % (cs["id"], ", ".join(still)))
+        self.exit(changed=True, msg="applied change set %s" % cs["id"])
 
     def rolled_back(self):
         cid = self.p["change_id"]

@@ -4,33 +4,49 @@
 
 """A stand-in for the dbhost binary in the modules' unit tests.
 
-It prints what dbhost prints (the lines the modules parse are those of
-internal/cli/fixapply.go) and keeps its change sets in a state directory, so
-that the modules and rollout.yml run end to end on the controller without
-changing anything. Run as `fake_dbhost.py STATE ARGS...` through a wrapper
-script the tests write; STATE/config.json says how it behaves:
+It prints what dbhost prints, taken from real dbhost's recorded output in
+fixtures/ (plan-net.json and plan-net.txt: `fix --plan` of a live host;
+changes-*.json: `fix --apply|--history --format json`, schema
+dbhost.changes/1), and keeps its change sets, as dbhost writes them, in a
+state directory, so that the modules and rollout.yml run end to end on the
+controller without changing anything. Run as `fake_dbhost.py STATE ARGS...`
+through a wrapper script the tests write; STATE/config.json says how it
+behaves:
 
   pending      the plan has changes until a set is applied (default true)
   refuse       --plan refuses (exit 2)
+  refuse_apply --apply refuses the plan (the host changed since; exit 2)
   apply_fails  --apply fails and rolls itself back (status failed, exit 2)
-  quiet_apply  --apply does not print its "applied change set" line
+  apply_dies   --apply is killed (SIGKILL) after it opened its set, leaving
+               it applying, before it printed anything
+  schema       the schema its JSON names (default dbhost.changes/1)
   down         the database does not answer
   down_after   after an apply, the database does not answer
   fail_after   after an apply, the fixed checks still fail
   galera       the instance is a Galera node: {"cluster_size": N, "local_state": ...}
 
-Every call is appended to STATE/calls.log (one JSON list per line).
+Only the --format json of --history and --apply is simulated (the modules
+read nothing else). Every call is appended to STATE/calls.log (one JSON
+list per line).
 """
 
 from __future__ import absolute_import, division, print_function
 
+import copy
 import json
 import os
 import random
+import signal
 import sys
 import time
 
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 CHECKS = ["net.fin_timeout", "net.keepalive"]
+
+
+def fixture(name):
+    with open(os.path.join(FIXTURES, name)) as f:
+        return f.read()
 
 
 def load(state, name, default):
@@ -59,60 +75,62 @@ def applied(sets):
     return [s for s in sets if s["status"] == "applied"]
 
 
-def plan_doc():
-    return {
-        "root": "/",
-        "findings": [{"id": c, "subject": "host"} for c in CHECKS],
-        "files": [{"path": "/etc/sysctl.d/60-dbhost.conf", "exists": False, "sum": "", "new_sum": "x",
-                   "mode": 420, "content": "net.ipv4.tcp_keepalive_time = 120\n",
-                   "diff": "--- /dev/null\n+++ b/etc/sysctl.d/60-dbhost.conf\n+net.ipv4.tcp_keepalive_time = 120\n",
-                   "findings": CHECKS}],
-        "values": [{"path": "/proc/sys/net/ipv4/tcp_keepalive_time", "old": "7200", "new": "120",
-                    "findings": ["net.keepalive"]}],
-        "settings": [],
-    }
+def now_rfc3339():
+    """Go's RFC 3339 with nanoseconds in UTC, as dbhost writes times."""
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%09dZ" % int((t % 1) * 1e9)
 
 
-PLAN_TEXT = """Host plan: 2 fixes decided together (1 rounds); every check they fix passes on the planned host and no passing check fails.
-Fixes for 2 findings.
+def changes(cfg, sets):
+    return json.dumps({"schema": cfg.get("schema", "dbhost.changes/1"), "change_sets": sets}, indent=2)
 
-file /etc/sysctl.d/60-dbhost.conf (mode 0644, new file; for net.fin_timeout, net.keepalive)
---- /dev/null
-+++ b/etc/sysctl.d/60-dbhost.conf
-+net.ipv4.tcp_keepalive_time = 120
 
-value /proc/sys/net/ipv4/tcp_keepalive_time: 7200 -> 120 (for net.keepalive)
-"""
+def new_set(cfg, plan):
+    """A change set of the plan, shaped as the recorded one (its keys,
+    its after's reasons)."""
+    recorded = json.loads(fixture("changes-apply.json"))["change_sets"][0]
+    cs = copy.deepcopy(recorded)
+    t = time.gmtime()
+    cs["id"] = time.strftime("%Y%m%dT%H%M%SZ", t) + "-%04x" % random.randrange(0x10000)
+    cs["root"] = "/"
+    cs["created"] = cs["finished"] = now_rfc3339()
+    cs["findings"], cs["files"], cs["values"] = plan["findings"], plan["files"], plan["values"]
+    st = "fail" if cfg.get("fail_after") else "pass"
+    for o in cs["after"]:
+        o["status"] = st
+        if st == "pass":
+            o.pop("reason", None)
+    return cs
 
 
 def fix(state, cfg, args):
     sets = load(state, "sets.json", [])
     pending = cfg.get("pending", True) and not applied(sets)
+    json_out = flag(args, "--format") == "json"
+    if ("--history" in args or "--apply" in args) and not json_out:
+        sys.stderr.write("fake dbhost: only --format json of --history and --apply is simulated\n")
+        return 2
     if "--history" in args:
-        if not sets:
-            print("no change sets in /var/lib/dbhost/changes")
-        for s in sets:
-            print("%s  %-12s %s  by root: 1 files, 1 values, 0 settings; fixed %s" % (
-                s["id"], s["status"], s["created"], ", ".join(s["fixed"])))
-            if s.get("rolled_back"):
-                print("    rolled back %s by root" % s["rolled_back"])
+        print(changes(cfg, sets))
         return 0
+    plan = json.loads(fixture("plan-net.json"))
+    text = fixture("plan-net.txt")
     if "--plan" in args:
         if cfg.get("refuse"):
             print("REFUSED: the planned host, judged after 2 rounds, fails 1 checks; nothing will be changed:")
             print("  - mem.hugepages.postgres (postgres:5432): still fails under the plan")
             return 2
         out = flag(args, "--plan-out")
-        doc = plan_doc()
         if not pending:
-            doc["files"][0]["unchanged"] = True
-            doc["values"][0]["unchanged"] = True
+            for item in plan["files"] + plan["values"]:
+                item["unchanged"] = True
+            text = "Fixes for 2 findings.\n\nvalue /proc/sys/net/ipv4/tcp_keepalive_time: already 120\n"
         if out:
             with open(out, "w") as f:
-                json.dump(doc, f)
+                json.dump(plan, f, indent=2)
             os.chmod(out, 0o600)
             sys.stderr.write("dbhost fix: plan saved to %s\n" % out)
-        print(PLAN_TEXT if pending else "Fixes for 2 findings.\n\nvalue /proc/sys/net/ipv4/tcp_keepalive_time: already 120")
+        sys.stdout.write(text)
         return 1 if pending else 0
     if "--apply" in args:
         pf = flag(args, "--plan-file")
@@ -122,22 +140,31 @@ def fix(state, cfg, args):
         if not pending:
             sys.stderr.write("dbhost fix: apply: nothing to change: every file and value is already as the fixes want\n")
             return 2
-        now = time.gmtime()
-        cid = time.strftime("%Y%m%dT%H%M%SZ", now) + "-%04x" % random.randrange(0x10000)
-        status = "failed" if cfg.get("apply_fails") else "applied"
-        sets.append({"id": cid, "status": status, "created": time.strftime("%Y-%m-%d %H:%M:%SZ", now),
-                     "fixed": CHECKS, "at": time.time()})
-        save(state, "sets.json", sets)
-        if cfg.get("apply_fails"):
-            sys.stderr.write("dbhost fix: apply: write /proc/sys/net/ipv4/tcp_keepalive_time: permission denied "
-                             "(everything changed so far was put back)\n")
+        if cfg.get("refuse_apply"):
+            sys.stderr.write(fixture("changes-apply-refused.stderr"))
             return 2
-        print(PLAN_TEXT)
-        if not cfg.get("quiet_apply"):
-            print("applied change set %s (undo with: dbhost fix --rollback %s)" % (cid, cid))
-        st = "fail" if cfg.get("fail_after") else "pass"
-        for c in CHECKS:
-            print("  %-5s %s" % (st, c))
+        sys.stderr.write(text)  # --format json: the plan's text on stderr
+        cs = new_set(cfg, plan)
+        if cfg.get("apply_dies"):
+            cs["status"] = "applying"
+            del cs["finished"], cs["after"]
+            sets.append(cs)
+            save(state, "sets.json", sets)
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        if cfg.get("apply_fails"):
+            failed = json.loads(fixture("changes-apply-failed.json"))["change_sets"][0]
+            del cs["after"]
+            cs.update(status="failed", errors=failed["errors"], rolled_back=cs["finished"], rolled_back_by="apply")
+            sets.append(cs)
+            save(state, "sets.json", sets)
+            print(changes(cfg, [cs]))
+            sys.stderr.write("dbhost fix: apply: %s (everything changed so far was put back)\n" % cs["errors"][0])
+            return 2
+        cs["status"] = "applied"
+        sets.append(cs)
+        save(state, "sets.json", sets)
+        print(changes(cfg, [cs]))
         return 1 if cfg.get("fail_after") else 0
     if "--rollback" in args:
         i = args.index("--rollback")
@@ -150,17 +177,21 @@ def fix(state, cfg, args):
         if target is None or target["status"] != "applied":
             sys.stderr.write("dbhost fix: rollback: no applied change set %s\n" % cid)
             return 2
-        target["status"] = "rolled-back"
-        target["rolled_back"] = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime())
+        target.update(status="rolled-back", rolled_back=now_rfc3339(), rolled_back_by="root")
         save(state, "sets.json", sets)
-        print("rolled back %s: 1 files, 1 kernel values and 0 database settings as they were before" % target["id"])
+        print("rolled back %s: %d files, %d kernel values and 0 database settings as they were before" % (
+            target["id"], len(target["files"]), len(target["values"])))
         return 0
     if "--recover" in args:
+        done = False
         for s in sets:
             if s["status"] in ("applying", "rolling-back"):
-                s["status"] = "rolled-back"
+                s.update(status="rolled-back", rolled_back=now_rfc3339(), rolled_back_by="recover")
+                sys.stderr.write("dbhost fix: change set %s was left unfinished by an interrupted run: rolled back\n" % s["id"])
+                done = True
         save(state, "sets.json", sets)
-        print("nothing to recover")
+        if not done:
+            print("nothing to recover")
         return 0
     sys.stderr.write("fake dbhost: unknown fix mode %r\n" % args)
     return 2

@@ -105,13 +105,16 @@ class Fix(ModuleCase):
         cid = helpers.sets(self.state)[0]["id"]
         self.assertEqual(r["change_id"], cid)
         self.assertEqual(r["change_status"], "applied")
-        self.assertEqual(r["after"], [{"status": "pass", "target": "net.fin_timeout"},
-                                      {"status": "pass", "target": "net.keepalive"}])
-        self.assertIn("value /proc/sys/net/ipv4/tcp_keepalive_time", r["plan"])
-        # The saved plan decides: no second --plan, the apply gets --plan-file.
-        self.assertEqual(helpers.calls(self.state)[-2:], [
-            ["fix", "--history"],
-            ["fix", "--apply", "--plan-file=" + self.plan_file, "--budget=postgres:5432=40%", "--allow-restart"]])
+        self.assertEqual(r["after"], [{"status": "pass", "target": "net.fin_timeout", "reason": ""},
+                                      {"status": "pass", "target": "net.keepalive", "reason": ""}])
+        # The plan's text, from the apply's stderr, without dbhost's messages.
+        self.assertEqual(r["plan"], helpers.fixture("plan-net.txt"))
+        # The saved plan decides: no second --plan, the apply gets --plan-file,
+        # and its JSON names the set (no --history around it).
+        self.assertEqual(helpers.calls(self.state)[-1:], [
+            ["fix", "--apply", "--format=json", "--plan-file=" + self.plan_file, "--budget=postgres:5432=40%",
+             "--allow-restart"]])
+        self.assertEqual(self.modes(), ["--plan", "--apply"])
         # Applied again: nothing left to change.
         failed, r = self.fix(state="applied")
         self.assertFalse(failed, r)
@@ -126,21 +129,52 @@ class Fix(ModuleCase):
         apply_call = helpers.calls(self.state)[-1]
         self.assertEqual(plan_call[:2], ["fix", "--plan"])
         saved = plan_call[2][len("--plan-out="):]
-        self.assertEqual(apply_call[:3], ["fix", "--apply", "--plan-file=" + saved])
+        self.assertEqual(apply_call[:4], ["fix", "--apply", "--format=json", "--plan-file=" + saved])
         self.assertIn("+net.ipv4.tcp_keepalive_time = 120", r["diff"]["prepared"])
 
-    def test_change_id_from_history_when_not_printed(self):
-        helpers.configure(self.state, quiet_apply=True)
+    def test_killed_apply_is_found_in_the_history_and_recovered(self):
+        helpers.configure(self.state, apply_dies=True)
         failed, r = self.fix(state="applied")
+        self.assertTrue(failed)
+        self.assertIn("dbhost fix --apply failed (exit -9)", r["msg"])
+        cid = helpers.sets(self.state)[0]["id"]
+        self.assertEqual((r["change_id"], r["change_status"]), (cid, "applying"))
+        self.assertEqual(r["cmd"][2], "--apply")  # the result shows the apply, not the history read
+        self.assertEqual(self.modes()[-2:], ["--apply", "--history"])
+        failed, r = self.fix(state="rolled_back", change_id=cid)
         self.assertFalse(failed, r)
-        self.assertEqual(r["change_id"], helpers.sets(self.state)[0]["id"])
+        self.assertTrue(r["changed"])
+        self.assertEqual(r["change_status"], "rolled-back")
+        self.assertEqual(self.modes()[-3:], ["--history", "--recover", "--history"])
+
+    def test_refused_apply_names_no_set(self):
+        failed, r = self.fix(state="planned", plan_file=self.plan_file)
+        self.assertFalse(failed, r)
+        helpers.configure(self.state, refuse_apply=True)  # the host moved on since the plan
+        failed, r = self.fix(state="applied", plan_file=self.plan_file)
+        self.assertTrue(failed)
+        self.assertIn("dbhost fix --apply failed (exit 2): refusing to apply: /etc/sysctl.d/60-dbhost.conf "
+                      "changed since the plan (sha256 e41ffe89", r["msg"])
+        self.assertNotIn("change_id", r)
+        self.assertEqual(self.modes(), ["--plan", "--apply", "--history"])
+
+    def test_other_schema_is_refused(self):
+        helpers.configure(self.state, schema="dbhost.changes/2")
+        failed, r = self.fix(state="applied")
+        self.assertTrue(failed)
+        self.assertIn("schema 'dbhost.changes/2', not dbhost.changes/1", r["msg"])
+        failed, r = self.fix(state="rolled_back")
+        self.assertTrue(failed)
+        self.assertIn("dbhost fix --history --format=json: schema 'dbhost.changes/2', not dbhost.changes/1", r["msg"])
 
     def test_failed_apply_names_its_set(self):
         helpers.configure(self.state, apply_fails=True)
         failed, r = self.fix(state="applied")
         self.assertTrue(failed)
-        self.assertIn("permission denied", r["msg"])
+        self.assertIn("dbhost fix --apply failed (exit 2): apply: create /tmp/json-rec/root2/etc/sysctl.d/60-dbhost.conf: "
+                      "read-only file system (everything changed so far was put back)", r["msg"])
         self.assertEqual(r["change_id"], helpers.sets(self.state)[0]["id"])
+        self.assertEqual(self.modes(), ["--plan", "--apply"])
         self.assertEqual(r["change_status"], "failed")
         # Rolling that set back is already done: nothing to change.
         failed, r = self.fix(state="rolled_back", change_id=r["change_id"])
@@ -153,7 +187,8 @@ class Fix(ModuleCase):
         failed, r = self.fix(state="applied")
         self.assertFalse(failed, r)
         self.assertTrue(r["changed"])
-        self.assertIn("do not pass yet", r["warnings"][0])
+        self.assertIn("do not pass yet: net.fin_timeout, net.keepalive", r["warnings"][0])
+        self.assertIn("Orphaned connections stay in FIN-WAIT-2", r["after"][0]["reason"])
 
     def test_rolled_back(self):
         failed, r = self.fix(state="applied")

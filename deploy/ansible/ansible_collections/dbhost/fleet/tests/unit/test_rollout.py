@@ -92,6 +92,16 @@ class Rollout(unittest.TestCase):
         self.assertFalse(self.touched("h3"))
         self.assertIn("dbhost roll-out stopped at h2: Apply the saved plan as one change set failed", out)
 
+    def test_killed_apply_is_recovered_and_stops(self):
+        helpers.configure(self.state["h2"], apply_dies=True)
+        rc, out = self.play()
+        self.assertNotEqual(rc, 0, out)
+        sets = helpers.sets(self.state["h2"])
+        self.assertEqual([(s["status"], s["rolled_back_by"]) for s in sets], [("rolled-back", "recover")])
+        self.assertFalse(self.touched("h3"))
+        self.assertIn("dbhost roll-out stopped at h2: Apply the saved plan as one change set failed", out)
+        self.assertIn("Change set %s was rolled back" % sets[0]["id"], out)
+
     def test_unhealthy_host_is_not_touched(self):
         helpers.configure(self.state["h2"], down=True)
         rc, out = self.play()
