@@ -101,7 +101,8 @@ def _galera_failures(name, g, want_size):
         if not isinstance(size, int) or isinstance(size, bool):
             out.append("%s: Galera cluster size unknown, was %s" % (name, want_size))
         elif size < want_size:
-            out.append("%s: Galera cluster has %d nodes, had %d before the change" % (name, size, want_size))
+            out.append("%s: Galera cluster has %d node%s, had %d before the change" % (
+                name, size, "" if size == 1 else "s", want_size))
     return out
 
 

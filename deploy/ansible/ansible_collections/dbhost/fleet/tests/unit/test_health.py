@@ -150,6 +150,9 @@ class Galera(unittest.TestCase):
         v = health.evaluate(galera_doc(cluster_size=2), expect=before)
         self.assertEqual(v["failures"], ["mysql:3306: Galera cluster has 2 nodes, had 3 before the change"])
         self.assertTrue(health.evaluate(galera_doc(cluster_size=4), expect=before)["healthy"])
+        # A node left alone: one node, singular.
+        v = health.evaluate(galera_doc(cluster_size=1), expect=before)
+        self.assertEqual(v["failures"], ["mysql:3306: Galera cluster has 1 node, had 3 before the change"])
 
     def test_size_missing(self):
         before = health.expectation(galera_doc())
