@@ -209,7 +209,7 @@ func shellWords(ln string) []string {
 // manUnlisted with the reason it is not.
 func TestManSources(t *testing.T) {
 	src := goSource(t, "../..", func(p string) bool {
-		return strings.Contains(p, "/testdata/") || strings.Contains(p, "testdb") || strings.Contains(p, "mongotest") ||
+		return strings.Contains(p, "/testdata/") || strings.Contains(p, "testdb") || strings.Contains(p, "testhost") || strings.Contains(p, "mongotest") ||
 			strings.HasPrefix(p, "../../tools/") || strings.HasPrefix(p, "../../bench/") || strings.HasSuffix(p, "mansections.go")
 	})
 	all := strings.Join(slices.Collect(maps.Values(src)), "\n")
