@@ -77,6 +77,8 @@ type serveFlags struct {
 	// waivers is read again every audit (waiverflags.go).
 	waivers waiverFlags
 	waived  waiver.Loader
+	// checkConfig judges the flags and files instead of serving.
+	checkConfig bool
 }
 
 func (sf *serveFlags) register(fs *pflag.FlagSet) {
@@ -96,6 +98,7 @@ func (sf *serveFlags) register(fs *pflag.FlagSet) {
 	fs.Var(&sf.skip, "skip", "skip these checks (IDs or domain prefixes)")
 	sf.collectors = registerCollectorFlags(fs)
 	sf.waivers.register(fs)
+	fs.BoolVar(&sf.checkConfig, "check-config", false, "check the flags, --web.config.file, the waiver file and the budget as serve reads them at start, say what they set, and exit without listening or auditing")
 }
 
 // check refuses what would fail later, at start-up: contradicting
@@ -231,12 +234,17 @@ func (sf *serveFlags) applyWaivers(h *host.Host, fds []check.Finding, sel check.
 func (a *app) serveCmd() *cobra.Command {
 	c := newCmd("serve", "Prometheus exporter: audit in the background, serve the last result")
 	c.Example = `  sudo dbhost serve
-  sudo dbhost serve --web.config.file /etc/dbhost/web.yml`
-	setExits(c, map[int]string{ExitOK: "Stopped by SIGINT or SIGTERM.", ExitError: "It could not start: a bad flag, or the address could not be listened on."})
+  sudo dbhost serve --web.config.file /etc/dbhost/web.yml
+  sudo dbhost serve --check-config --web.config.file /etc/dbhost/web.yml`
+	setExits(c, map[int]string{ExitOK: "Stopped by SIGINT or SIGTERM; with --check-config, nothing is wrong.",
+		ExitError: "It could not start: a bad flag, or the address could not be listened on; with --check-config, something is wrong (said on stderr)."})
 	var sf serveFlags
 	sf.register(c.Flags())
 	c.Run = a.do(func(ctx context.Context, _ []string) int {
 		env := a.env
+		if sf.checkConfig {
+			return sf.judge(env)
+		}
 		fail := func(err error) int {
 			fmt.Fprintln(env.Stderr, "dbhost serve:", err)
 			return ExitError
