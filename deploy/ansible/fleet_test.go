@@ -115,6 +115,35 @@ func TestFleet(t *testing.T) {
 		return
 	}
 
+	// A config dbhost would refuse never replaces the running one: the
+	// role's validate (serve --check-config) fails the play first.
+	if !t.Run("serve refuses a bad config", func(t *testing.T) {
+		h := hosts[0]
+		before, err := os.ReadFile(h.Path("/etc/dbhost/web.yml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Shaped like bcrypt (the role's own check passes it), but cost 99.
+		bad := "$2b$99$" + strings.Repeat("A", 53)
+		out := f.run(t, 2, "serve.yml", map[string]any{
+			"dbhost_deb":              deb,
+			"dbhost_basic_auth_users": map[string]string{"prometheus": bad},
+			"dbhost_healthz_user":     "prometheus",
+			"dbhost_healthz_password": password,
+		}, "--limit", h.Name())
+		if !strings.Contains(out, "check-config") || !strings.Contains(out, "prometheus") || strings.Contains(out, bad) || strings.Contains(out, password) {
+			t.Errorf("the failed play does not name the check and the user, or shows a secret:\n%s", out)
+		}
+		if after, err := os.ReadFile(h.Path("/etc/dbhost/web.yml")); err != nil || string(after) != string(before) {
+			t.Errorf("%s: web.yml changed by a refused config (%v)", h.Name(), err)
+		}
+		if code, _ := get(t, "http://"+h.Addr()+":9437/healthz", "prometheus", password); code != http.StatusOK {
+			t.Errorf("%s: /healthz after the refused config: %d, want 200 (the old config still serves)", h.Name(), code)
+		}
+	}) {
+		return
+	}
+
 	if !t.Run("collect", func(t *testing.T) {
 		out := f.run(t, 0, "collect.yml", nil)
 		for _, h := range hosts {

@@ -343,8 +343,11 @@ func Start(t testing.TB, n int, o Options) *Host {
 func StartN(t testing.TB, ns []int, o Options) []*Host {
 	t.Helper()
 	need(t, o)
-	holdHost(t)
+	// The turn among tests with hosts first, then the host lock: a test
+	// waiting for its turn must not hold the host lock shared meanwhile,
+	// or tests that take it exclusively wait for every queued test.
 	lockHosts(t)
+	holdHost(t)
 	if o.Dir == "" {
 		o.Dir = t.TempDir()
 	} else if err := os.MkdirAll(o.Dir, 0o700); err != nil {
