@@ -315,13 +315,7 @@ func (f *fleet) run(t *testing.T, want int, playbook string, vars map[string]any
 		args = append([]string{"-e", "@" + file.Name()}, args...)
 	}
 	out, err := testhost.Playbook(t, f.work, f.inv, path, args...)
-	got := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		got = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	if got != want {
+	if got := exitCode(t, err); got != want {
 		t.Fatalf("ansible-playbook %s: exit %d, want %d\n%s", playbook, got, want, out)
 	}
 	return out

@@ -103,14 +103,7 @@ func TestModulesLive(t *testing.T) {
 	direct := exec.Command(bin, "fix", "--plan", "--only="+strings.Join(only, ","))
 	var stdout bytes.Buffer
 	direct.Stdout = &stdout
-	err := direct.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	code := exitCode(t, direct.Run())
 	if code > 1 {
 		t.Fatalf("dbhost fix --plan exited %d", code)
 	}
@@ -163,14 +156,7 @@ func TestModulesFixJSON(t *testing.T) {
 		cmd.Env = append(os.Environ(), "SUDO_USER=") // the history's "by" is root's alone
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
+		code := exitCode(t, cmd.Run())
 		if code != want {
 			t.Fatalf("dbhost %v: exit %d, want %d\n%s\n%s", args, code, want, stdout.String(), stderr.String())
 		}
@@ -346,4 +332,17 @@ func lastLines(b []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// exitCode is a finished command's exit status; an error other than a
+// status (the binary did not start) fails the test.
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0
 }

@@ -91,7 +91,7 @@ func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 func StartImpostor(t testing.TB, o ImpostorOptions) *Impostor {
 	t.Helper()
 	Need(t, "root (impostors run as nobody)", os.Geteuid() == 0)
-	holdHost(t)
+	HoldHost(t)
 	bin := fakebin(t)
 	dir := tempDir(t, "", "impostor")
 	os.Chmod(dir, 0o755)

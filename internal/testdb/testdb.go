@@ -173,12 +173,12 @@ func wrap(o Options, name string, args ...string) (string, []string) {
 	return name, args
 }
 
-// holdHost takes the host lock shared for the rest of the test: a private
+// HoldHost takes the host lock shared for the rest of the test: a private
 // server, and the processes that set it up (initdb's bootstrap backends are
 // named postgres too), are on the host that tests comparing two audits of
 // it hold still with the lock taken exclusively. Registered before the
 // server's own cleanups, so it is released after Stop.
-func holdHost(t testing.TB) {
+func HoldHost(t testing.TB) {
 	t.Helper()
 	unlock, err := journal.LockShared(journal.HostLock)
 	if err != nil {
@@ -272,7 +272,7 @@ func PostgresBin() (string, error) { return pgbin.Dir() }
 // trust authentication on its own socket directory and a free loopback port.
 func Postgres(t testing.TB, o Options) *Server {
 	t.Helper()
-	holdHost(t)
+	HoldHost(t)
 	Need(t, "root (initdb runs as the postgres user)", os.Geteuid() == 0)
 	bin, err := PostgresBin()
 	Need(t, fmt.Sprint(err), err == nil)
@@ -336,7 +336,7 @@ func pgReady(data string) bool {
 // the machine's my.cnf is not read, on a free port and its own socket.
 func MariaDB(t testing.TB, o Options) *Server {
 	t.Helper()
-	holdHost(t)
+	HoldHost(t)
 	Need(t, "root (the server runs as the mysql user)", os.Geteuid() == 0)
 	daemon, err := exec.LookPath("mariadbd")
 	if err != nil {
@@ -413,7 +413,7 @@ func MariaDB(t testing.TB, o Options) *Server {
 // discovery has a real redis.conf to read.
 func Redis(t testing.TB, o Options) *Server {
 	t.Helper()
-	holdHost(t)
+	HoldHost(t)
 	Need(t, "root (the server runs as the redis user)", os.Geteuid() == 0)
 	daemon, err := exec.LookPath("redis-server")
 	Need(t, "redis-server (apt-get install redis-server)", err == nil)

@@ -321,18 +321,6 @@ func killStale() {
 	}
 }
 
-// holdHost takes the host lock shared for the hosts' lifetime: tests that
-// compare two audits of this machine must not see the hosts' servers come
-// and go (they run in this machine's process table).
-func holdHost(t testing.TB) {
-	t.Helper()
-	unlock, err := journal.LockShared(journal.HostLock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(unlock)
-}
-
 // Start makes test host n (1..250): dbhost-test-N at 10.237.N.2.
 func Start(t testing.TB, n int, o Options) *Host {
 	t.Helper()
@@ -347,7 +335,10 @@ func StartN(t testing.TB, ns []int, o Options) []*Host {
 	// waiting for its turn must not hold the host lock shared meanwhile,
 	// or tests that take it exclusively wait for every queued test.
 	lockHosts(t)
-	holdHost(t)
+	// The host lock, shared for the hosts' lifetime: tests that compare two
+	// audits of this machine must not see the hosts' servers come and go
+	// (they run in this machine's process table).
+	testdb.HoldHost(t)
 	if o.Dir == "" {
 		o.Dir = t.TempDir()
 	} else if err := os.MkdirAll(o.Dir, 0o700); err != nil {

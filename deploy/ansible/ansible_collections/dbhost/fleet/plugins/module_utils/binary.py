@@ -51,6 +51,19 @@ def untrusted(path, euid=None):
         d = parent
 
 
+def argument_spec(**own):
+    """A module's argument spec: its own options and the ones every dbhost
+    module takes (documented in doc_fragments/common.py)."""
+    spec = dict(
+        binary=dict(type="path", default="/usr/bin/dbhost"),
+        budget=dict(type="str"),
+        waivers=dict(type="path"),
+        no_waivers=dict(type="bool", default=False),
+    )
+    spec.update(own)
+    return spec
+
+
 def selection_args(params):
     """--only, --skip, --budget and the waiver flags, as dbhost takes them
     (NAME=VALUE, so that no value is ever read as a flag)."""

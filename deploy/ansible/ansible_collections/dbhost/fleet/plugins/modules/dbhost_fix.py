@@ -60,22 +60,8 @@ options:
         restart (C(--allow-restart)). The restart interrupts every connection.
     type: bool
     default: false
-  budget:
-    description: Memory shares of the databases (C(--budget)), e.g. C(postgres:5432=40%). Not secret.
-    type: str
-  binary:
-    description:
-      - The dbhost binary on the host. Root runs it, so it must belong to root and be writable by
-        nobody else, nor any directory above it.
-    type: path
-    default: /usr/bin/dbhost
-  waivers:
-    description: The waiver file (C(--waivers)); default dbhost's C(/etc/dbhost/waivers.yaml).
-    type: path
-  no_waivers:
-    description: Apply no waiver file (C(--no-waivers)).
-    type: bool
-    default: false
+extends_documentation_fragment:
+  - dbhost.fleet.common
 attributes:
   check_mode:
     support: full
@@ -407,17 +393,13 @@ class Fix:
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
+        argument_spec=dbbin.argument_spec(
             state=dict(type="str", default="applied", choices=["planned", "applied", "rolled_back"]),
             only=dict(type="list", elements="str", default=[]),
             skip=dict(type="list", elements="str", default=[]),
             plan_file=dict(type="path"),
             change_id=dict(type="str"),
             allow_restart=dict(type="bool", default=False),
-            budget=dict(type="str"),
-            binary=dict(type="path", default="/usr/bin/dbhost"),
-            waivers=dict(type="path"),
-            no_waivers=dict(type="bool", default=False),
         ),
         mutually_exclusive=[("waivers", "no_waivers")],
         supports_check_mode=True,

@@ -43,22 +43,8 @@ options:
     description: Seconds between tries.
     type: int
     default: 5
-  binary:
-    description:
-      - The dbhost binary on the host. Root runs it, so it must belong to root and be writable by
-        nobody else, nor any directory above it.
-    type: path
-    default: /usr/bin/dbhost
-  budget:
-    description: Memory shares (C(--budget)), the same as the fix used, so memory checks judge alike.
-    type: str
-  waivers:
-    description: The waiver file (C(--waivers)); default dbhost's C(/etc/dbhost/waivers.yaml).
-    type: path
-  no_waivers:
-    description: Apply no waiver file (C(--no-waivers)).
-    type: bool
-    default: false
+extends_documentation_fragment:
+  - dbhost.fleet.common
 attributes:
   check_mode:
     support: full
@@ -144,15 +130,11 @@ from ansible_collections.dbhost.fleet.plugins.module_utils import health
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
+        argument_spec=dbbin.argument_spec(
             only=dict(type="list", elements="str", default=[]),
             expect=dict(type="dict"),
             timeout=dict(type="int", default=120),
             delay=dict(type="int", default=5),
-            binary=dict(type="path", default="/usr/bin/dbhost"),
-            budget=dict(type="str"),
-            waivers=dict(type="path"),
-            no_waivers=dict(type="bool", default=False),
         ),
         mutually_exclusive=[("waivers", "no_waivers")],
         supports_check_mode=True,
