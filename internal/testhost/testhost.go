@@ -32,9 +32,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/testdb"
-	"golang.org/x/sys/unix"
 )
 
 // marker is the host init's $0: how a later Start finds the inits a killed
@@ -251,36 +249,38 @@ func need(t testing.TB, o Options) {
 }
 
 // hostsLock is held for as long as a test has hosts: two tests' hosts would
-// share addresses and veth names. Its own flock (not journal.Lock, whose
+// share addresses and veth names. Its own lock, not journal.Lock (whose
 // exclusive holds would turn the host lock's shared hold into a no-op).
 var hostsLock struct {
 	sync.Mutex
 	n int
-	f *os.File
+	l net.Listener
 }
+
+// lockName is the turn among tests with hosts: an abstract Unix socket,
+// which belongs to the network namespace as the veths and addresses the
+// hosts use do, not to a file system (a test in a chroot, as fresh-test
+// runs them, and one outside share the names dbhtN and 10.237.N.0/30, and
+// would not share a lock file), and which the kernel frees when its holder
+// dies.
+const lockName = "@dbhost-testhost"
 
 func lockHosts(t testing.TB) {
 	t.Helper()
 	hostsLock.Lock()
 	defer hostsLock.Unlock()
 	if hostsLock.n == 0 {
-		if err := os.Mkdir(journal.LockDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			t.Fatal(err)
-		}
-		fd, err := unix.Open(filepath.Join(journal.LockDir, "dbhost-testhost.lock"), unix.O_CREAT|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		l, err := net.Listen("unix", lockName)
 		if err != nil {
-			t.Fatal(err)
-		}
-		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 			began := time.Now()
-			t.Logf("testhost: waiting for another test's hosts to end")
-			if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-				unix.Close(fd)
-				t.Fatal(err)
+			t.Logf("testhost: waiting for another test's hosts to end (%v)", err)
+			for err != nil {
+				time.Sleep(200 * time.Millisecond)
+				l, err = net.Listen("unix", lockName)
 			}
 			t.Logf("testhost: waited %s", time.Since(began).Round(10*time.Millisecond))
 		}
-		hostsLock.f = os.NewFile(uintptr(fd), "dbhost-testhost.lock")
+		hostsLock.l = l
 		killStale()
 	}
 	hostsLock.n++
@@ -288,8 +288,8 @@ func lockHosts(t testing.TB) {
 		hostsLock.Lock()
 		defer hostsLock.Unlock()
 		if hostsLock.n--; hostsLock.n == 0 {
-			hostsLock.f.Close()
-			hostsLock.f = nil
+			hostsLock.l.Close()
+			hostsLock.l = nil
 		}
 	})
 }
