@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -316,6 +317,11 @@ func (f *fleet) run(t *testing.T, want int, playbook string, vars map[string]any
 	}
 	out, err := testhost.Playbook(t, f.work, f.inv, path, args...)
 	if got := exitCode(t, err); got != want {
+		if strings.Contains(out, "UNREACHABLE!") {
+			for _, h := range f.hosts {
+				out += fmt.Sprintf("\n%s sshd log:\n%s", h.Name(), h.SSHLog())
+			}
+		}
 		t.Fatalf("ansible-playbook %s: exit %d, want %d\n%s", playbook, got, want, out)
 	}
 	return out

@@ -2,6 +2,7 @@ package testhost
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,7 +135,13 @@ func Playbook(t testing.TB, dir, inv, playbook string, extra ...string) (string,
 	if path == "" {
 		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
-	cmd := exec.Command(bin, append([]string{"-i", inv, playbook}, extra...)...)
+	// A play that hangs fails the test with what was running, well before
+	// go test's own timeout would end every test without a word.
+	ctx, cancel := context.WithTimeout(context.Background(), playbookTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-i", inv, playbook}, extra...)...)
+	// A process the play left behind holding its output must not hold the test.
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Dir = dir
 	cmd.Env = []string{
 		"PATH=" + path, "HOME=" + home, "LANG=C.UTF-8", "PWD=" + dir,
@@ -145,6 +152,9 @@ func Playbook(t testing.TB, dir, inv, playbook string, extra ...string) (string,
 		"ANSIBLE_NOCOLOR=1", "ANSIBLE_FORCE_COLOR=0",
 		"ANSIBLE_RETRY_FILES_ENABLED=0",
 		"ANSIBLE_PIPELINING=1",
+		// ssh's ConnectTimeout (default 10 s) covers the banner exchange,
+		// which a loaded machine can stretch.
+		"ANSIBLE_TIMEOUT=30",
 		"ANSIBLE_FORKS=10",
 		"ANSIBLE_HOST_KEY_CHECKING=1",
 		"ANSIBLE_DEPRECATION_WARNINGS=0",
@@ -154,8 +164,15 @@ func Playbook(t testing.TB, dir, inv, playbook string, extra ...string) (string,
 	begin := time.Now()
 	err = cmd.Run()
 	t.Logf("ansible-playbook %s %s: %s (%v)", filepath.Base(playbook), strings.Join(extra, " "), time.Since(begin).Round(10*time.Millisecond), exitStatus(err))
+	if ctx.Err() != nil {
+		ps, _ := exec.Command("ps", "-eo", "pid,ppid,etime,args").Output()
+		t.Fatalf("ansible-playbook %s did not finish in %s; its output:\n%s\nprocesses:\n%s", filepath.Base(playbook), playbookTimeout, out.String(), ps)
+	}
 	return out.String(), err
 }
+
+// playbookTimeout bounds one play of a test: the longest take about 40 s.
+const playbookTimeout = 4 * time.Minute
 
 func exitStatus(err error) string {
 	var ee *exec.ExitError

@@ -573,18 +573,37 @@ func (h *Host) ssh() error {
 	return nil
 }
 
+// waitSSH waits until sshd greets: its banner, not only an accepted
+// connection (a loaded machine can accept long before sshd answers, and
+// ssh gives up during the banner exchange).
 func (h *Host) waitSSH() error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", h.addr+":22", 200*time.Millisecond)
-		if err == nil {
-			c.Close()
+		if greets(h.addr+":22", time.Until(deadline)) {
 			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	log, _ := os.ReadFile(filepath.Join(h.dir, "sshd.log"))
-	return fmt.Errorf("%s: sshd does not answer on %s:22; log:\n%s", h.name, h.addr, log)
+	return fmt.Errorf("%s: sshd does not answer on %s:22; log:\n%s", h.name, h.addr, h.SSHLog())
+}
+
+// greets reports whether an SSH server at addr sends its banner in time.
+func greets(addr string, within time.Duration) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(within))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && strings.HasPrefix(line, "SSH-2.0-")
+}
+
+// SSHLog is what the host's sshd wrote (-e: its log on stderr), for a
+// test's failure message when a host is unreachable.
+func (h *Host) SSHLog() string {
+	b, _ := os.ReadFile(filepath.Join(h.dir, "sshd.log"))
+	return string(b)
 }
 
 // postgres: the distribution's server, initdb as postgres into the

@@ -43,6 +43,13 @@ options:
     description: Seconds between tries.
     type: int
     default: 5
+  audit_timeout:
+    description:
+      - The least time one try's audit gets (seconds), even past O(timeout); an audit that takes
+        longer (a server that accepts and never answers) is stopped and the try fails. A try may
+        also take the time left before O(timeout).
+    type: int
+    default: 30
 extends_documentation_fragment:
   - dbhost.fleet.common
 attributes:
@@ -135,6 +142,7 @@ def main():
             expect=dict(type="dict"),
             timeout=dict(type="int", default=120),
             delay=dict(type="int", default=5),
+            audit_timeout=dict(type="int", default=30),
         ),
         mutually_exclusive=[("waivers", "no_waivers")],
         supports_check_mode=True,
@@ -144,8 +152,8 @@ def main():
     if why:
         module.fail_json(msg=why)
     dbbin.check_names(module, p["only"], "only")
-    if p["timeout"] < 0 or p["delay"] < 0:
-        module.fail_json(msg="timeout and delay are seconds, 0 or more")
+    if p["timeout"] < 0 or p["delay"] < 0 or p["audit_timeout"] < 1:
+        module.fail_json(msg="timeout and delay are seconds, 0 or more; audit_timeout 1 or more")
     if p["budget"] is not None and p["budget"].startswith("-"):
         module.fail_json(msg="budget %r is no list of shares" % p["budget"])
     expect = p["expect"]
@@ -157,11 +165,18 @@ def main():
     cmd = [p["binary"], "audit", "--format=json", "--fail-on=none"] + dbbin.selection_args(
         dict(only=p["only"], budget=p["budget"], waivers=p["waivers"], no_waivers=p["no_waivers"]))
     clock = getattr(time, "monotonic", time.time)  # Python 2 targets have no monotonic clock
+    # An audit takes about a second; one that hangs (a server that accepts
+    # and never answers) must fail the gate at its deadline, not hold the
+    # roll-out: each try is bounded by coreutils' timeout.
+    bound = module.get_bin_path("timeout", required=True)
     start = clock()
     attempts = 0
     while True:
         attempts += 1
-        rc, out, err = module.run_command(cmd, environ_update={"LC_ALL": "C"})
+        limit = max(p["audit_timeout"], int(p["timeout"] - (clock() - start)))
+        rc, out, err = module.run_command([bound, "--kill-after=5", str(limit)] + cmd, environ_update={"LC_ALL": "C"})
+        if rc in (124, 137):
+            rc, err = 2, "dbhost audit did not finish in %d s (stopped)" % limit
         verdict = health.judge_run(rc, out, err, p["only"], expect)
         elapsed = clock() - start
         if verdict["healthy"] or elapsed + p["delay"] > p["timeout"]:

@@ -23,6 +23,7 @@ behaves:
   down         the database does not answer
   down_after   after an apply, the database does not answer
   fail_after   after an apply, the fixed checks still fail
+  hang         audit sleeps this many seconds before it answers
   galera       the instance is a Galera node: {"cluster_size": N, "local_state": ...}
 
 Only the --format json of --history and --apply is simulated (the modules
@@ -198,6 +199,8 @@ def fix(state, cfg, args):
 
 
 def audit(state, cfg, args):
+    if cfg.get("hang"):
+        time.sleep(cfg["hang"])
     sets = load(state, "sets.json", [])
     done = bool(applied(sets))
     only = (flag(args, "--only") or "").split(",") if flag(args, "--only") else []

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import helpers
@@ -265,6 +266,15 @@ class Health(ModuleCase):
         self.assertEqual(r["failures"], ["net.keepalive (host): fail: net.keepalive not as wanted"])
         self.assertIn("not healthy after", r["msg"])
         self.assertEqual(helpers.calls(self.state)[0], ["audit", "--format=json", "--fail-on=none", "--only=net.keepalive"])
+
+    def test_gate_stops_a_hanging_audit(self):
+        # A hanging audit fails the gate at its bound instead of holding the roll-out.
+        helpers.configure(self.state, hang=30)
+        began = time.time()
+        failed, r = self.health(timeout=0, delay=0, audit_timeout=1)
+        self.assertTrue(failed)
+        self.assertLess(time.time() - began, 15)
+        self.assertIn("did not finish in 1 s", r["msg"])
 
     def test_gate_after_apply(self):
         _, before = self.health(timeout=0)
