@@ -64,6 +64,21 @@ def argument_spec(**own):
     return spec
 
 
+def check_common(module):
+    """Fail the module on the options every dbhost module takes when they
+    are unsafe or malformed: a binary root must not run, check names dbhost
+    would read as flags, a budget that starts like a flag."""
+    p = module.params
+    why = untrusted(p["binary"])
+    if why:
+        module.fail_json(msg=why)
+    for what in ("only", "skip"):
+        if what in p:
+            check_names(module, p[what], what)
+    if p["budget"] is not None and p["budget"].startswith("-"):
+        module.fail_json(msg="budget %r is no list of shares" % p["budget"])
+
+
 def selection_args(params):
     """--only, --skip, --budget and the waiver flags, as dbhost takes them
     (NAME=VALUE, so that no value is ever read as a flag)."""

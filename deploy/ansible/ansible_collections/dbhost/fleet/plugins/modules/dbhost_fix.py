@@ -405,13 +405,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    why = dbbin.untrusted(p["binary"])
-    if why:
-        module.fail_json(msg=why)
-    dbbin.check_names(module, p["only"], "only")
-    dbbin.check_names(module, p["skip"], "skip")
-    if p["budget"] is not None and p["budget"].startswith("-"):
-        module.fail_json(msg="budget %r is no list of shares" % p["budget"])
+    dbbin.check_common(module)
     if p["plan_file"] is not None and not os.path.isabs(p["plan_file"]):
         module.fail_json(msg="plan_file must be an absolute path on the host")
     if p["change_id"] and p["state"] != "rolled_back":

@@ -148,14 +148,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    why = dbbin.untrusted(p["binary"])
-    if why:
-        module.fail_json(msg=why)
-    dbbin.check_names(module, p["only"], "only")
+    dbbin.check_common(module)
     if p["timeout"] < 0 or p["delay"] < 0 or p["audit_timeout"] < 1:
         module.fail_json(msg="timeout and delay are seconds, 0 or more; audit_timeout 1 or more")
-    if p["budget"] is not None and p["budget"].startswith("-"):
-        module.fail_json(msg="budget %r is no list of shares" % p["budget"])
     expect = p["expect"]
     if expect is not None:
         if not isinstance(expect.get("instances", []), list) or not isinstance(expect.get("galera", {}), dict):
