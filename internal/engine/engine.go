@@ -227,6 +227,52 @@ type GaleraStatus struct {
 	// StateUUID is wsrep_cluster_state_uuid: the same on every node of one
 	// cluster's history; a node bootstrapped anew gets another.
 	StateUUID string `json:"cluster_state_uuid,omitempty"`
+
+	// What the cluster checks and the tolerance read (issue 24); zero when
+	// the server does not report it.
+	//
+	// ClusterWeight is wsrep_cluster_weight: the sum of pc.weight over the
+	// Primary component (Galera 4). LocalIndex is wsrep_local_index.
+	ClusterWeight int `json:"cluster_weight,omitempty"`
+	LocalIndex    int `json:"local_index,omitempty"`
+	// IncomingAddresses is wsrep_incoming_addresses split: the client
+	// addresses of the members (an arbitrator has none).
+	IncomingAddresses []string `json:"incoming_addresses,omitempty"`
+	// Members are the component's members as the node lists them
+	// (mysql.wsrep_cluster_members on MariaDB 10.4+).
+	Members []GaleraMember `json:"members,omitempty"`
+	// FlowControlPaused is wsrep_flow_control_paused: the fraction of time
+	// replication was paused by flow control since the last FLUSH STATUS.
+	FlowControlPaused float64 `json:"flow_control_paused"`
+	// LocalRecvQueueAvg and CertDepsDistance: wsrep_local_recv_queue_avg,
+	// wsrep_cert_deps_distance (how many write sets could apply in parallel).
+	LocalRecvQueueAvg float64 `json:"local_recv_queue_avg,omitempty"`
+	CertDepsDistance  float64 `json:"cert_deps_distance,omitempty"`
+	// ReplicatedBytes and ReceivedBytes are wsrep_replicated_bytes and
+	// wsrep_received_bytes since start; Uptime is the server's Uptime in
+	// seconds: together the write rate gcache must hold.
+	ReplicatedBytes int64 `json:"replicated_bytes,omitempty"`
+	ReceivedBytes   int64 `json:"received_bytes,omitempty"`
+	Uptime          int64 `json:"uptime_seconds,omitempty"`
+	// ReplLatency is wsrep_evs_repl_latency in seconds (min, avg, max,
+	// stddev, samples): the group's round trips as Galera measured them.
+	ReplLatency *GaleraLatency `json:"repl_latency,omitempty"`
+}
+
+// GaleraMember is one member of a Galera component as a node lists it.
+type GaleraMember struct {
+	UUID            string `json:"uuid,omitempty"`
+	Name            string `json:"name"`
+	IncomingAddress string `json:"incoming_address,omitempty"`
+}
+
+// GaleraLatency is wsrep_evs_repl_latency (seconds).
+type GaleraLatency struct {
+	Min     float64 `json:"min"`
+	Avg     float64 `json:"avg"`
+	Max     float64 `json:"max"`
+	StdDev  float64 `json:"stddev"`
+	Samples int     `json:"samples"`
 }
 
 // MySQLUser is one account, without credentials.
