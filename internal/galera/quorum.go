@@ -24,6 +24,7 @@ type calc struct {
 	data  set // data nodes (not arbitrators)
 	w     []int
 	total int
+	sums  []int // weight of every subset, by its bits
 }
 
 func newCalc(l Layout) *calc {
@@ -40,17 +41,18 @@ func newCalc(l Layout) *calc {
 		c.w[i] = w
 		c.total += w
 	}
+	if c.n <= MaxMembers {
+		c.sums = make([]int, 1<<c.n)
+		for s := 1; s < len(c.sums); s++ {
+			low := s & -s
+			c.sums[s] = c.sums[s&^low] + c.w[bits.TrailingZeros32(uint32(low))]
+		}
+	}
 	return c
 }
 
 func (c *calc) weight(s set) int {
-	sum := 0
-	for s != 0 {
-		i := bits.TrailingZeros32(uint32(s))
-		sum += c.w[i]
-		s &^= 1 << i
-	}
-	return sum
+	return c.sums[s]
 }
 
 // primary is Galera's weighted quorum: a component keeps Primary iff its
@@ -173,34 +175,45 @@ func (c *calc) worstSurviving(k int) set {
 func (c *calc) oneByOne() (int, []int) {
 	// Breadth-first over the Primary components reachable by tolerated
 	// failures; the first failing step found is a shortest failing sequence.
-	type state struct {
-		comp set
-		path []int
+	// parent[s] is the member whose loss led to s first (-1: not reached).
+	parent := make([]int8, 1<<c.n)
+	for i := range parent {
+		parent[i] = -1
 	}
-	seen := map[set]bool{c.all: true}
-	level := []state{{comp: c.all}}
+	path := func(s set, last int) []int {
+		out := []int{last}
+		for s != c.all {
+			i := int(parent[s])
+			out = append(out, i)
+			s |= 1 << i
+		}
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+		return out
+	}
+	level := []set{c.all}
 	for depth := 0; len(level) > 0; depth++ {
-		var next []state
-		var anyFail bool
+		var next []set
+		anyFail := false
 		var failPath []int
-		for _, st := range level {
-			w := c.weight(st.comp)
+		for _, comp := range level {
+			w := c.weight(comp)
 			for i := 0; i < c.n; i++ {
-				if st.comp&(1<<i) == 0 {
+				if comp&(1<<i) == 0 {
 					continue
 				}
-				rest := st.comp &^ (1 << i)
-				path := append(append([]int(nil), st.path...), i)
+				rest := comp &^ (1 << i)
 				if rest&c.data != 0 && primary(c.weight(rest), w, 0) {
-					if !seen[rest] {
-						seen[rest] = true
-						next = append(next, state{comp: rest, path: path})
+					if parent[rest] < 0 {
+						parent[rest] = int8(i)
+						next = append(next, rest)
 					}
 					continue
 				}
 				anyFail = true
 				if failPath == nil && rest&c.data != 0 {
-					failPath = path
+					failPath = path(comp, i)
 				}
 			}
 		}
