@@ -88,6 +88,7 @@ func (a *app) root() *cobra.Command {
 		a.auditCmd(), a.collectCmd(), a.checksCmd(), a.fixCmd(), a.memCmd(), a.contentionCmd(),
 		a.experimentCmd(), a.resultsCmd(), a.serveCmd(), a.diffCmd(), a.fleetCmd(),
 		a.completionCmd(root), a.manCmd(root), a.versionCmd(),
+		a.galeraCmd(),
 	)
 	root.InitDefaultHelpCmd() // now, so that compatArgs finds 'help'
 	registerCompletions(root)

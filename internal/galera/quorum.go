@@ -517,13 +517,30 @@ func whatIf(l Layout, now Tolerance) []WhatIf {
 		}
 		nl := cloneLayout(l)
 		nl.Members = append(nl.Members, Member{Name: name, Weight: 1, Segment: seg, Arbitrator: true})
-		try("add an arbitrator (garbd)"+where, nl)
+		what := "add an arbitrator (garbd)"
+		if hasArbitrator(l) {
+			what = "add another arbitrator (" + name + ")"
+		}
+		try(what+where, nl)
 	}
 
 	// Removing one of two leaves no cluster at all: not offered.
 	if len(l.Members)%2 == 0 && len(l.Members) >= 4 {
+		// On a tie, an arbitrator goes first (it holds no data), then the
+		// last member.
 		var best *cand
-		for i := range l.Members {
+		order := make([]int, 0, len(l.Members))
+		for i := len(l.Members) - 1; i >= 0; i-- {
+			if l.Members[i].Arbitrator {
+				order = append(order, i)
+			}
+		}
+		for i := len(l.Members) - 1; i >= 0; i-- {
+			if !l.Members[i].Arbitrator {
+				order = append(order, i)
+			}
+		}
+		for _, i := range order {
 			nl := cloneLayout(l)
 			nl.Members = append(nl.Members[:i:i], nl.Members[i+1:]...)
 			t := analyze(nl)
@@ -573,6 +590,15 @@ func whatIf(l Layout, now Tolerance) []WhatIf {
 		res[i] = c.w
 	}
 	return res
+}
+
+func hasArbitrator(l Layout) bool {
+	for _, m := range l.Members {
+		if m.Arbitrator {
+			return true
+		}
+	}
+	return false
 }
 
 func hasMember(l Layout, name string) bool {
