@@ -49,8 +49,9 @@ func WriteText(w io.Writer, t Tolerance) error {
 		fmt.Fprintln(&b, "even split:           possible (both halves non-Primary)")
 	}
 	if len(t.Segments) > 0 {
-		fmt.Fprintln(&b, "\nSEGMENT  MEMBERS  LOST WHOLE  CUT OFF: PRIMARY")
+		b.WriteString("\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEGMENT\tMEMBERS\tLOST WHOLE\tCUT OFF: PRIMARY SIDE")
 		for _, s := range t.Segments {
 			lose := "stops"
 			if s.LoseSurvives {

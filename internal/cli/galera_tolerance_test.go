@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/galera"
+	"github.com/dbhost/dbhost/internal/testdb"
+)
+
+// runGalera runs dbhost with only the servers keep accepts in view.
+func runGalera(t *testing.T, keep func(*facts.Instance) bool, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(append([]string{"dbhost"}, args...), lent(t, Env{Stdout: &out, Stderr: &errb, Servers: keep}))
+	return code, out.String(), errb.String()
+}
+
+func decodeTolerance(t *testing.T, js string) galeraTolerance {
+	t.Helper()
+	var doc galeraTolerance
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, js)
+	}
+	if doc.Schema != GaleraToleranceSchema {
+		t.Fatalf("schema %q", doc.Schema)
+	}
+	return doc
+}
+
+func TestGaleraToleranceMembers(t *testing.T) {
+	for _, tc := range []struct {
+		spec             string
+		code             int
+		atOnce, oneByOne int
+		text             []string
+	}{
+		{"3", ExitOK, 1, 1, []string{"survives at once:     1 failure(s)", "survives one by one:  1 failure(s)", "add an arbitrator (garbd): at once 1, one by one 2"}},
+		{"db1,db2,db3,garbd:arbitrator", ExitOK, 1, 2, []string{"garbd   arbitrator  1", "survives one by one:  2 failure(s)"}},
+		{"2", ExitFindings, 0, 0, []string{"losing node1 or node2 alone stops the cluster"}},
+		{"a:segment=0,b:segment=0,c:segment=1,d:segment=1", ExitFindings, 1, 2, []string{"0        a,b      stops       none", "in a third segment (gmcast.segment=2)"}},
+	} {
+		code, out, stderr := runCLI(t, "galera", "tolerance", "--members", tc.spec)
+		if code != tc.code {
+			t.Errorf("--members %s: exit %d, want %d\n%s%s", tc.spec, code, tc.code, out, stderr)
+		}
+		for _, s := range tc.text {
+			if !strings.Contains(out, s) {
+				t.Errorf("--members %s: no %q in\n%s", tc.spec, s, out)
+			}
+		}
+		code, js, _ := runCLI(t, "galera", "tolerance", "--members", tc.spec, "--format", "json")
+		doc := decodeTolerance(t, js)
+		if code != tc.code || len(doc.Clusters) != 1 || doc.Source != "members" || doc.NotRead == nil {
+			t.Fatalf("--members %s json: exit %d\n%s", tc.spec, code, js)
+		}
+		tol := doc.Clusters[0].Tolerance
+		if tol.AtOnce != tc.atOnce || tol.OneByOne != tc.oneByOne || doc.Clusters[0].Serious != (tc.code == ExitFindings) {
+			t.Errorf("--members %s json: at once %d one by one %d serious %v", tc.spec, tol.AtOnce, tol.OneByOne, doc.Clusters[0].Serious)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--members", "db1,db1"},
+		{"--members", "evil\u202e,b,c"},
+		{"--members", "3", "--mysql", "root@unix(/x)/"},
+		{"--members", "3", "--format", "xml"},
+		{"extra"},
+	} {
+		if code, _, stderr := runCLI(t, append([]string{"galera", "tolerance"}, bad...)...); code != ExitError || stderr == "" {
+			t.Errorf("%q: exit %d, stderr %q", bad, code, stderr)
+		}
+	}
+	if code, _, stderr := runCLI(t, "galera"); code != ExitError || !strings.Contains(stderr, "tolerance") {
+		t.Errorf("galera alone: exit %d, %q", code, stderr)
+	}
+}
+
+// With no Galera node in view the command says so and fails.
+func TestGaleraToleranceNoNode(t *testing.T) {
+	code, _, stderr := runGalera(t, func(*facts.Instance) bool { return false }, "galera", "tolerance")
+	if code != ExitError || !strings.Contains(stderr, "no Galera node found") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// A live single-node cluster: read from its status, it survives no
+// failure (exit 1), and a plain MariaDB beside it is no Galera node.
+func TestGaleraToleranceLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: starts a Galera node")
+	}
+	if os.Geteuid() != 0 {
+		testdb.Need(t, "root (reads the server's socket as its owner would)", false)
+	}
+	node := testdb.MariaDB(t, testdb.Options{Galera: true})
+	mine := func(in *facts.Instance) bool { return in.PID == node.PID }
+	code, js, stderr := runGalera(t, mine, "galera", "tolerance", "--format", "json")
+	doc := decodeTolerance(t, js)
+	if code != ExitFindings || len(doc.Clusters) != 1 || len(doc.NotRead) != 0 {
+		t.Fatalf("exit %d, stderr %s\n%s", code, stderr, js)
+	}
+	cl := doc.Clusters[0]
+	tol := cl.Tolerance
+	if len(cl.StateUUID) != 36 || len(cl.Nodes) != 1 || len(tol.Layout.Members) != 1 || tol.DataNodes != 1 ||
+		tol.AtOnce != 0 || tol.OneByOne != 0 || tol.Layout.Members[0].Assumed || tol.Layout.Members[0].Weight != 1 {
+		t.Errorf("single node: %+v", cl)
+	}
+	want := galera.Analyze(mustLayout(t, tol.Layout.Members[0].Name))
+	if tol.AtOnce != want.AtOnce || tol.OneByOne != want.OneByOne || tol.CleanShutdown != want.CleanShutdown {
+		t.Errorf("live %+v, planned %+v", tol, want)
+	}
+	code, out, _ := runGalera(t, mine, "galera", "tolerance")
+	if code != ExitFindings || !strings.Contains(out, "survives at once:     0 failure(s)") || !strings.Contains(out, "cluster "+cl.StateUUID) {
+		t.Errorf("text: exit %d\n%s", code, out)
+	}
+	// Without a connection there is no status: the node is named, with why.
+	code, js, _ = runGalera(t, mine, "galera", "tolerance", "--format", "json", "--mysql", "nobody:wrong@tcp(192.0.2.1:1)/")
+	doc = decodeTolerance(t, js)
+	if code != ExitFindings && code != ExitError {
+		t.Errorf("foreign DSN: exit %d\n%s", code, js)
+	}
+	if reflect.DeepEqual(doc, galeraTolerance{}) {
+		t.Errorf("foreign DSN: empty report")
+	}
+}
+
+func mustLayout(t *testing.T, spec string) galera.Layout {
+	t.Helper()
+	l, err := galera.ParseMembers(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
