@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -146,12 +145,7 @@ func readGaleraClusters(ctx context.Context, h *host.Host, opts engine.Options, 
 	}
 	insts, _ := engine.Discover(ctx, h, t, opts)
 	rep := &galeraTolerance{Schema: GaleraToleranceSchema, Source: h.Source(), Clusters: []galeraCluster{}}
-	type group struct {
-		nodes []string
-		views []galera.Layout
-	}
-	groups := map[string]*group{}
-	var order []string
+	var views []galera.NodeView
 	found := 0
 	for _, in := range insts {
 		if in.Engine != engine.MySQL || in.MySQL == nil || !in.MySQL.Galera {
@@ -161,53 +155,28 @@ func readGaleraClusters(ctx context.Context, h *host.Host, opts engine.Options, 
 			continue
 		}
 		found++
-		name := in.Name()
-		st := in.MySQL.GaleraStatus
-		if st == nil {
-			why := in.MySQL.GaleraErr
-			switch {
-			case why != "":
-			case in.LiveErr != "":
-				why = "not read live: " + in.LiveErr
-			case in.SettingsSource != "live":
-				why = "settings read from files only: the cluster's status needs a live connection"
-			default:
-				why = "no wsrep status"
-			}
-			rep.NotRead = append(rep.NotRead, galeraNotRead{Node: name, Why: why})
+		if v := galera.View(in); v != nil {
+			views = append(views, *v)
 			continue
 		}
-		vals := map[string]string{}
-		for k, s := range in.Settings {
-			if strings.HasPrefix(k, "wsrep_") {
-				vals[k] = s.Value
-			}
+		why := in.MySQL.GaleraErr
+		switch {
+		case why != "":
+		case in.LiveErr != "":
+			why = "not read live: " + in.LiveErr
+		case in.SettingsSource != "live":
+			why = "settings read from files only: the cluster's status needs a live connection"
+		default:
+			why = "no wsrep status"
 		}
-		key := st.StateUUID
-		if key == "" {
-			key = "node " + name // no history to match: a cluster of its own
-		}
-		g := groups[key]
-		if g == nil {
-			g = &group{}
-			groups[key] = g
-			order = append(order, key)
-		}
-		g.nodes = append(g.nodes, name)
-		g.views = append(g.views, galera.FromNode(vals, st))
+		rep.NotRead = append(rep.NotRead, galeraNotRead{Node: in.Name(), Why: why})
 	}
 	if found == 0 {
 		return nil, errors.New("no Galera node found on " + h.Source() + " (a MySQL-family server with wsrep on)")
 	}
-	sort.Strings(order)
-	for _, key := range order {
-		g := groups[key]
-		tol := galera.Analyze(galera.Merge(g.views...))
-		cl := galeraCluster{Nodes: g.nodes, Tolerance: tol, Serious: tol.Serious()}
-		if !strings.HasPrefix(key, "node ") {
-			cl.StateUUID = key
-		}
-		rep.Clusters = append(rep.Clusters, cl)
+	for _, c := range galera.Group(views) {
+		tol := galera.Analyze(c.Layout)
+		rep.Clusters = append(rep.Clusters, galeraCluster{StateUUID: c.StateUUID, Nodes: c.Nodes, Tolerance: tol, Serious: tol.Serious()})
 	}
 	return rep, nil
 }

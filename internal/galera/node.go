@@ -93,7 +93,7 @@ func FromNode(vals map[string]string, st *engine.GaleraStatus) Layout {
 		if self.Name == "" {
 			self.Name = list[local].name
 		}
-		if self.Address == "" && list[local].addr != "?" {
+		if self.Address == "" && list[local].addr != "?" && !strings.EqualFold(list[local].addr, "AUTO") {
 			self.Address = list[local].addr
 		}
 	}
@@ -111,8 +111,8 @@ func FromNode(vals map[string]string, st *engine.GaleraStatus) Layout {
 			continue
 		}
 		m := Member{Name: o.name, Weight: 1, Assumed: true}
-		if o.addr != "?" {
-			m.Address = o.addr
+		if o.addr != "?" && !strings.EqualFold(o.addr, "AUTO") {
+			m.Address = o.addr // AUTO names no address: never a match in Merge
 		}
 		if m.Name == "" {
 			m.Name = m.Address

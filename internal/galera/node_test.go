@@ -155,6 +155,13 @@ func TestMerge(t *testing.T) {
 	if !hasNote(m, "weight and segment of db3 not read") || hasNote(m, "of db1") {
 		t.Errorf("merged notes %q", m.Notes)
 	}
+	// Data nodes without wsrep_node_incoming_address all list AUTO: no
+	// address, so never one member.
+	auto := &engine.GaleraStatus{ClusterStatus: "Primary", ClusterSize: 3, ClusterWeight: 3,
+		Members: []engine.GaleraMember{{Name: "db1", IncomingAddress: "AUTO"}, {Name: "db2", IncomingAddress: "AUTO"}, {Name: "db3", IncomingAddress: "AUTO"}}}
+	if m := Merge(FromNode(map[string]string{"wsrep_node_name": "db1"}, auto), FromNode(map[string]string{"wsrep_node_name": "db2"}, auto)); len(m.Members) != 3 || m.Members[2].Arbitrator {
+		t.Errorf("AUTO: %+v", m.Members)
+	}
 	all := Merge(view("db1", 1, 0), view("db2", 1, 0), view("db3", 1, 0))
 	for _, x := range all.Members {
 		if x.Assumed {
