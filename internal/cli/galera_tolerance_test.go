@@ -3,8 +3,8 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -118,14 +118,22 @@ func TestGaleraToleranceLive(t *testing.T) {
 	if code != ExitFindings || !strings.Contains(out, "survives at once:     0 failure(s)") || !strings.Contains(out, "cluster "+cl.StateUUID) {
 		t.Errorf("text: exit %d\n%s", code, out)
 	}
-	// Without a connection there is no status: the node is named, with why.
-	code, js, _ = runGalera(t, mine, "galera", "tolerance", "--format", "json", "--mysql", "nobody:wrong@tcp(192.0.2.1:1)/")
-	doc = decodeTolerance(t, js)
-	if code != ExitFindings && code != ExitError {
-		t.Errorf("foreign DSN: exit %d\n%s", code, js)
+	// The exporter's series (audit --format prom builds the same ones): a
+	// cluster of one survives no failure.
+	_, prom, _ := runGalera(t, mine, "audit", "--format", "prom", "--fail-on", "none", "--only", "net.keepalive")
+	for _, mode := range []string{"at_once", "one_by_one", "clean_shutdown"} {
+		series := fmt.Sprintf(`dbhost_galera_tolerance{mode=%q,subject=%q} 0`, mode, cl.Nodes[0])
+		if !strings.Contains(prom, series+"\n") {
+			t.Errorf("no %s in\n%s", series, prom)
+		}
 	}
-	if reflect.DeepEqual(doc, galeraTolerance{}) {
-		t.Errorf("foreign DSN: empty report")
+	// A DSN naming the node with a wrong account: no status; the node is
+	// named with why, and nothing is judged (exit 2).
+	code, js, _ = runGalera(t, mine, "galera", "tolerance", "--format", "json", "--mysql", "nobody:wrong@unix("+node.Socket+")/")
+	doc = decodeTolerance(t, js)
+	if code != ExitError || len(doc.Clusters) != 0 || len(doc.NotRead) != 1 || doc.NotRead[0].Node != cl.Nodes[0] ||
+		!strings.Contains(doc.NotRead[0].Why, "nobody") || strings.Contains(js, "wrong") {
+		t.Errorf("wrong account: exit %d\n%s", code, js)
 	}
 }
 
