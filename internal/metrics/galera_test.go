@@ -16,7 +16,7 @@ import (
 func galeraNode(port int, name string, weight string, trusted bool) *facts.Instance {
 	st := &engine.GaleraStatus{ClusterStatus: "Primary", LocalState: "Synced", ClusterSize: 3, ClusterWeight: 3,
 		StateUUID: "36358ae4-ea8b-11f1-aefa-121a748819a2",
-		Members: []engine.GaleraMember{{Name: "db1", IncomingAddress: "AUTO"}, {Name: "db2", IncomingAddress: "AUTO"}, {Name: "db3", IncomingAddress: "AUTO"}}}
+		Members:   []engine.GaleraMember{{Name: "db1", IncomingAddress: "AUTO"}, {Name: "db2", IncomingAddress: "AUTO"}, {Name: "db3", IncomingAddress: "AUTO"}}}
 	return &facts.Instance{Instance: &engine.Instance{Engine: engine.MySQL, Flavor: "MariaDB", Port: port,
 		Trust:          engine.Trust{Trusted: trusted},
 		SettingsSource: "live",
