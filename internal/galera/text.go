@@ -83,7 +83,7 @@ func WriteText(w io.Writer, t Tolerance) error {
 					extra += ", a segment cut off can stop both sides"
 				}
 			}
-			fmt.Fprintf(&b, "  %s: at once %d, one by one %d%s\n", termsafe.Line(wi.Change), wi.AtOnce, wi.OneByOne, extra)
+			fmt.Fprintf(&b, "  %s: at once %s, one by one %s%s\n", termsafe.Line(wi.Change), was(wi.AtOnce, t.AtOnce), was(wi.OneByOne, t.OneByOne), extra)
 		}
 	}
 	if len(t.Findings) > 0 {
@@ -100,4 +100,12 @@ func WriteText(w io.Writer, t Tolerance) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// was is a number after a change, with the one before when it differs.
+func was(after, before int) string {
+	if after == before {
+		return fmt.Sprint(after)
+	}
+	return fmt.Sprintf("%d (now %d)", after, before)
 }
