@@ -2,14 +2,18 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/galera"
+	"github.com/dbhost/dbhost/internal/galeralab"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
 
@@ -144,4 +148,72 @@ func mustLayout(t *testing.T, spec string) galera.Layout {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// On a live three-node lab with an arbitrator, the layout read from the
+// nodes is the lab's: the same members, weights, kinds and tolerance as
+// the layout described by hand.
+func TestGaleraToleranceLab(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: starts a Galera lab")
+	}
+	testdb.Need(t, "root (network namespaces)", os.Geteuid() == 0)
+	testdb.HoldHost(t)
+	root, err := os.MkdirTemp("/tmp", "dbhost-tolerance-lab-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(root, 0o711) // the mysql user passes through to its data directory
+	t.Cleanup(func() { os.RemoveAll(root) })
+	ctx := context.Background()
+	start := time.Now()
+	l, err := galeralab.Start(ctx, galeralab.Config{Name: "tolerance", Root: root, Nodes: 3, Arbitrator: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Stop(context.Background()); err != nil {
+			t.Errorf("lab stop: %v", err)
+		}
+	})
+	t.Logf("lab of 3 nodes and garbd started in %v", time.Since(start).Round(time.Millisecond))
+	pids := map[int]bool{}
+	for _, n := range l.Nodes() {
+		pids[n.PID] = true
+	}
+	mine := func(in *facts.Instance) bool { return pids[in.PID] }
+	code, js, stderr := runGalera(t, mine, "galera", "tolerance", "--format", "json")
+	doc := decodeTolerance(t, js)
+	if code != ExitOK || len(doc.Clusters) != 1 || len(doc.NotRead) != 0 {
+		t.Fatalf("exit %d, stderr %s\n%s", code, stderr, js)
+	}
+	cl := doc.Clusters[0]
+	if len(cl.Nodes) != 3 {
+		t.Errorf("nodes read: %q", cl.Nodes)
+	}
+	got := cl.Tolerance
+	want := galera.Analyze(mustLayout(t, "node1,node2,node3,garbd"))
+	kinds := func(l galera.Layout) map[string]string {
+		m := map[string]string{}
+		for _, x := range l.Members {
+			k := fmt.Sprintf("weight %d segment %d", x.Weight, x.Segment)
+			if x.Arbitrator {
+				m["arbitrator"] = k
+				continue
+			}
+			if x.Assumed {
+				k += " assumed"
+			}
+			m[x.Name] = k
+		}
+		return m
+	}
+	if !reflect.DeepEqual(kinds(got.Layout), kinds(want.Layout)) {
+		t.Errorf("members read %+v\nwant %+v", got.Layout.Members, want.Layout.Members)
+	}
+	if got.AtOnce != 1 || got.OneByOne != 2 || got.AtOnce != want.AtOnce || got.OneByOne != want.OneByOne ||
+		got.CleanShutdown != want.CleanShutdown || got.DataNodes != 3 || got.Arbitrators != 1 {
+		t.Errorf("live: at once %d, one by one %d, clean %d; described: %d, %d, %d\n%s",
+			got.AtOnce, got.OneByOne, got.CleanShutdown, want.AtOnce, want.OneByOne, want.CleanShutdown, js)
+	}
 }

@@ -118,7 +118,7 @@ func FromNode(vals map[string]string, st *engine.GaleraStatus) Layout {
 			m.Name = m.Address
 		}
 		if m.Name == "" || m.Name == "?" {
-			m.Name = "member" + strconv.Itoa(i+1)
+			m.Name, m.Unnamed = "member"+strconv.Itoa(i+1), true
 		}
 		// garbd lists no client address (""); a data node its address or,
 		// with wsrep_node_incoming_address unset, "AUTO".
@@ -192,8 +192,23 @@ func Merge(views ...Layout) Layout {
 		}
 		return -1
 	}
+	// Unnamed members are only counted: the merged cluster has as many
+	// as the view that counted most needs beyond the members named.
+	most, mostArb := 0, 0
+	for _, v := range views {
+		arb := 0
+		for _, m := range v.Members {
+			if m.Arbitrator {
+				arb++
+			}
+		}
+		most, mostArb = max(most, len(v.Members)), max(mostArb, arb)
+	}
 	for _, v := range views {
 		for _, m := range v.Members {
+			if m.Unnamed {
+				continue
+			}
 			i := find(m)
 			switch {
 			case i < 0:
@@ -211,6 +226,24 @@ func Merge(views ...Layout) Layout {
 			seenNote[n] = true
 			out.Notes = append(out.Notes, n)
 		}
+	}
+	arbs := 0
+	for _, m := range out.Members {
+		if m.Arbitrator {
+			arbs++
+		}
+	}
+	for k := 1; len(out.Members) < most; k++ {
+		name := "member" + strconv.Itoa(k)
+		if hasMember(out, name) {
+			continue
+		}
+		m := Member{Name: name, Weight: 1, Assumed: true, Unnamed: true}
+		if arbs < mostArb {
+			m.Arbitrator = true
+			arbs++
+		}
+		out.Members = append(out.Members, m)
 	}
 	assumed := assumedNotes(out.Members)
 	if len(assumed) == 0 {

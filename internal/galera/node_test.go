@@ -3,6 +3,7 @@ package galera
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -161,6 +162,28 @@ func TestMerge(t *testing.T) {
 		Members: []engine.GaleraMember{{Name: "db1", IncomingAddress: "AUTO"}, {Name: "db2", IncomingAddress: "AUTO"}, {Name: "db3", IncomingAddress: "AUTO"}}}
 	if m := Merge(FromNode(map[string]string{"wsrep_node_name": "db1"}, auto), FromNode(map[string]string{"wsrep_node_name": "db2"}, auto)); len(m.Members) != 3 || m.Members[2].Arbitrator {
 		t.Errorf("AUTO: %+v", m.Members)
+	}
+	// Views that only count (wsrep_cluster_size): the nodes read are named,
+	// the rest is counted once, not once per view.
+	sized := func(name string) Layout {
+		return FromNode(map[string]string{"wsrep_node_name": name}, &engine.GaleraStatus{ClusterStatus: "Primary", ClusterSize: 4, LocalIndex: -1})
+	}
+	m = Merge(sized("db1"), sized("db2"), sized("db3"))
+	got = nil
+	for _, x := range m.Members {
+		got = append(got, fmt.Sprintf("%s/%v/%v", x.Name, x.Assumed, x.Unnamed))
+	}
+	if want := []string{"db1/false/false", "db2/false/false", "db3/false/false", "member1/true/true"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("counted only: %q, want %q", got, want)
+	}
+	// An unnamed arbitrator (no name, no address) stays one arbitrator.
+	arbView := func(name string, idx int) Layout {
+		return FromNode(map[string]string{"wsrep_node_name": name}, &engine.GaleraStatus{ClusterStatus: "Primary", ClusterSize: 3, ClusterWeight: 3, LocalIndex: idx,
+			Members: []engine.GaleraMember{{Name: "db1", IncomingAddress: "AUTO"}, {Name: "db2", IncomingAddress: "AUTO"}, {}}})
+	}
+	m = Merge(arbView("db1", 0), arbView("db2", 1))
+	if len(m.Members) != 3 || !m.Members[2].Arbitrator || !m.Members[2].Unnamed {
+		t.Errorf("unnamed arbitrator: %+v", m.Members)
 	}
 	all := Merge(view("db1", 1, 0), view("db2", 1, 0), view("db3", 1, 0))
 	for _, x := range all.Members {
