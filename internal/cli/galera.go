@@ -161,6 +161,8 @@ func readGaleraClusters(ctx context.Context, h *host.Host, opts engine.Options, 
 		}
 		why := in.MySQL.GaleraErr
 		switch {
+		case !in.Trusted():
+			why = "not trusted, so not connected to: " + in.Trust.Why
 		case why != "":
 		case in.LiveErr != "":
 			why = "not read live: " + in.LiveErr
