@@ -158,6 +158,10 @@ func TestGaleraToleranceLab(t *testing.T) {
 		t.Skip("integration: starts a Galera lab")
 	}
 	testdb.Need(t, "root (network namespaces)", os.Geteuid() == 0)
+	for _, f := range []string{testdb.GaleraProvider, "/usr/bin/garbd"} {
+		_, err := os.Stat(f)
+		testdb.Need(t, "the Galera lab's packages (galera-4, galera-arbitrator-4): "+f, err == nil)
+	}
 	testdb.HoldHost(t)
 	root, err := os.MkdirTemp("/tmp", "dbhost-tolerance-lab-")
 	if err != nil {
