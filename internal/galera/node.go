@@ -160,8 +160,37 @@ func FromNode(vals map[string]string, st *engine.GaleraStatus) Layout {
 		// Keep the node's own list order.
 		l.Members = append(append(append([]Member(nil), others[:local]...), self), others[local:]...)
 	}
+	uniqueNames(&l)
 	l.Notes = append(l.Notes, assumedNotes(l.Members)...)
 	return l
+}
+
+// uniqueNames tells apart members that share a name (wsrep_node_name
+// defaults to the host name: nodes of one host share it) by their address,
+// else by their place.
+func uniqueNames(l *Layout) {
+	seen := map[string]bool{}
+	for _, m := range l.Members {
+		seen[m.Name] = false
+	}
+	for i := range l.Members {
+		m := &l.Members[i]
+		if !seen[m.Name] {
+			seen[m.Name] = true
+			continue
+		}
+		old := m.Name
+		name := old + "@" + m.Address
+		for k := 2; m.Address == "" || hasMember(*l, name); k++ {
+			name = old + "#" + strconv.Itoa(k)
+			if !hasMember(*l, name) {
+				break
+			}
+		}
+		m.Name = name
+		seen[m.Name] = true
+		l.Notes = append(l.Notes, fmt.Sprintf("two members named %s: one is shown as %s", old, m.Name))
+	}
 }
 
 func assumedNotes(ms []Member) []string {

@@ -126,6 +126,19 @@ func TestFromNode(t *testing.T) {
 		!hasNote(l, "only wsrep_cluster_size is known") || !hasNote(l, "the node is non-Primary") {
 		t.Errorf("size only: %+v", l)
 	}
+	// Names repeat (the host name is the default): told apart.
+	l = FromNode(map[string]string{"wsrep_node_name": "vm"}, &engine.GaleraStatus{ClusterStatus: "Primary", ClusterSize: 3, ClusterWeight: 3,
+		Members: []engine.GaleraMember{{Name: "vm", IncomingAddress: "AUTO"}, {Name: "vm", IncomingAddress: "10.0.0.2:3306"}, {Name: "vm", IncomingAddress: "AUTO"}}})
+	var names []string
+	for _, m := range l.Members {
+		names = append(names, m.Name)
+	}
+	if !reflect.DeepEqual(names, []string{"vm", "vm@10.0.0.2:3306", "vm#2"}) || !hasNote(l, "two members named vm: one is shown as vm#2") {
+		t.Errorf("repeated names: %q %q", names, l.Notes)
+	}
+	if tol := Analyze(l); tol.AtOnce != 1 {
+		t.Errorf("repeated names: %+v", tol)
+	}
 	// No status at all: the node alone, said.
 	l = FromNode(map[string]string{}, nil)
 	if len(l.Members) != 1 || l.Members[0].Name != "local" || !hasNote(l, "no wsrep status") {
@@ -208,4 +221,45 @@ func TestWriteTextEscapes(t *testing.T) {
 	if strings.ContainsAny(out, "\x1b\a\u202e") || !strings.Contains(out, `evil\x1b]0;pwned\a`) || !strings.Contains(out, `b\u202e`) {
 		t.Errorf("not escaped:\n%s", out)
 	}
+}
+
+// FuzzFromNode: any status a server (or a snapshot) gives makes a layout
+// with unique names that Analyze, Scenarios and Predict take.
+func FuzzFromNode(f *testing.F) {
+	f.Add("vm", "pc.weight = 1; gmcast.segment = 0", "vm,garb", "AUTO,", 2, 0, 2)
+	f.Add("db2", "pc.weight=2", "db1,db2,db2,", "10.0.0.1:3306,,AUTO,x", 5, 7, 4)
+	f.Add("", "", "", "", 3, -1, 0)
+	f.Fuzz(func(t *testing.T, self, opts, names, addrs string, size, idx, weight int) {
+		st := &engine.GaleraStatus{ClusterStatus: "Primary", ClusterSize: size % 40, LocalIndex: idx, ClusterWeight: weight}
+		ns, as := strings.Split(names, ","), strings.Split(addrs, ",")
+		if names != "" {
+			for i, n := range ns {
+				m := engine.GaleraMember{Name: n}
+				if i < len(as) {
+					m.IncomingAddress = as[i]
+				}
+				st.Members = append(st.Members, m)
+			}
+		} else if addrs != "" {
+			st.IncomingAddresses = as
+		}
+		l := FromNode(map[string]string{"wsrep_node_name": self, "wsrep_provider_options": opts}, st)
+		seen := map[string]bool{}
+		for _, m := range l.Members {
+			if seen[m.Name] {
+				t.Fatalf("name %q twice: %+v", m.Name, l.Members)
+			}
+			seen[m.Name] = true
+		}
+		l = Merge(l, FromNode(map[string]string{"wsrep_node_name": "other"}, st))
+		if len(l.Members) > MaxMembers {
+			return
+		}
+		Analyze(l)
+		for _, s := range Scenarios(l) {
+			if p := l.Predict(s); strings.HasPrefix(p.Why, "not judged") {
+				t.Fatalf("%s: %s", s.Name, p.Why)
+			}
+		}
+	})
 }
