@@ -95,11 +95,12 @@ func toStatus(st map[string]string) *engine.GaleraStatus {
 			g.IncomingAddresses = append(g.IncomingAddresses, a)
 		}
 	}
-	if p := strings.Fields(st["wsrep_evs_repl_latency"]); len(p) == 5 {
+	// min/avg/max/stddev/samples
+	if p := strings.Split(strings.TrimSpace(st["wsrep_evs_repl_latency"]), "/"); len(p) == 5 {
 		var lat engine.GaleraLatency
 		vals := []*float64{&lat.Min, &lat.Avg, &lat.Max, &lat.StdDev}
 		for k, v := range vals {
-			*v, _ = strconv.ParseFloat(strings.TrimSuffix(p[k], "/"), 64)
+			*v, _ = strconv.ParseFloat(p[k], 64)
 		}
 		lat.Samples, _ = strconv.Atoi(p[4])
 		g.ReplLatency = &lat
