@@ -228,8 +228,9 @@ func TestLab(t *testing.T) {
 }
 
 // A lab dropped without Stop (its process crashed) keeps running; a new
-// Start of the same name removes it first; Stop through Open, as a later
-// `dbhost lab galera --stop` does, removes the new one.
+// Start of the same name removes it first. The new one recovers from
+// every data node killed; Stop through Open, as a later
+// `dbhost lab galera --stop` does, removes it.
 func TestLabCrash(t *testing.T) {
 	needLab(t)
 	t.Parallel()
@@ -258,6 +259,19 @@ func TestLabCrash(t *testing.T) {
 	}
 	if st, err := l.Status(ctx, "node2"); err != nil || st.ClusterSize != 2 || st.ClusterStatus != "Primary" {
 		t.Fatalf("new lab: %+v %v", st, err)
+	}
+	// Every data node killed: Recover restarts the most advanced as a new
+	// cluster (its grastate.dat made safe to bootstrap), the other joins.
+	if err := l.Kill("node1", "node2"); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := l.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recovered from every data node killed in %v", time.Since(t0).Round(time.Millisecond))
+	if st, err := l.Status(ctx, "node1"); err != nil || st.ClusterSize != 2 || st.ClusterStatus != "Primary" || st.LocalState != "Synced" {
+		t.Fatalf("after recover: %+v %v", st, err)
 	}
 	pids := labPIDs(l)
 	o, err := Open(root, "c")

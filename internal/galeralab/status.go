@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,13 @@ import (
 func connect(n Node) (*sql.DB, error) {
 	if n.Arbitrator {
 		return nil, fmt.Errorf("%s is an arbitrator: it has no SQL", n.Name)
+	}
+	// The socket is in the mysql user's directory: a link there could
+	// send root's statements to another server.
+	if fi, err := os.Lstat(n.Socket); err != nil {
+		return nil, err
+	} else if fi.Mode().Type() != os.ModeSocket {
+		return nil, fmt.Errorf("%s is not a socket (%s)", n.Socket, fi.Mode().Type())
 	}
 	cfg := mysql.NewConfig()
 	cfg.Net, cfg.Addr, cfg.User = "unix", n.Socket, "root"
