@@ -274,11 +274,13 @@ func (l *Lab) makeNetwork(ctx context.Context, c Config) (string, error) {
 }
 
 func (l *Lab) addNs(ctx context.Context, ns string) error {
+	// Checked before it is journaled: the undo of a namespace this lab
+	// did not make must not delete it.
+	if nsExists(ns) {
+		return fmt.Errorf("namespace %s exists already and no lab journal names it: `ip netns delete %s` if nothing runs in it", ns, ns)
+	}
 	if err := l.j.Record(kindNetns, "network namespace "+ns, netnsRecord{Name: ns}); err != nil {
 		return err
-	}
-	if nsExists(ns) {
-		return fmt.Errorf("namespace %s exists already (another lab's leftover?): `ip netns delete %s` if nothing runs in it", ns, ns)
 	}
 	return l.bins.must(ctx, l.bins.ip, "netns", "add", ns)
 }
