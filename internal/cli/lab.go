@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,9 @@ func (a *app) labCmd() *cobra.Command {
 		`Private clusters on this host, made from the distribution's packages, to try a change or
 a failure before production. See docs/galera-lab.md.`, a.labGaleraCmd())
 }
+
+// labProveFormats are the formats of 'lab galera --prove'.
+var labProveFormats = []string{"text", "json"}
 
 // labFlags are the flags of 'dbhost lab galera'.
 type labFlags struct {
@@ -113,8 +117,8 @@ func (a *app) runLabGalera(ctx context.Context, f labFlags) int {
 		return a.labFail("--status, --stop and --prove go alone")
 	case (f.html != "" || f.format != "text") && !f.prove:
 		return a.labFail("--html and --format go with --prove")
-	case f.format != "text" && f.format != "json":
-		return a.labFail("--format %q: text or json", f.format)
+	case !slices.Contains(labProveFormats, f.format):
+		return a.labFail("--format %q: %s", f.format, strings.Join(labProveFormats, " or "))
 	case geteuid() != 0:
 		return a.labFail("the lab makes network namespaces and runs servers as the mysql user: run it as root (sudo dbhost lab galera)")
 	}
