@@ -231,11 +231,16 @@ func (l *Lab) logf(format string, a ...any) {
 	}
 }
 
-// Nodes returns the members, data nodes first.
+// Nodes returns the members, data nodes first, each with the PID of its
+// server (or garbd) now, 0 when it is down.
 func (l *Lab) Nodes() []Node {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]Node(nil), l.st.Nodes...)
+	nodes := append([]Node(nil), l.st.Nodes...)
+	l.mu.Unlock()
+	for i := range nodes {
+		nodes[i].PID = l.mainPID(nodes[i])
+	}
+	return nodes
 }
 
 // Name is the lab's name; Dir its directory.
