@@ -39,6 +39,7 @@ func TestConfig(t *testing.T) {
 		{Config{Options: []string{"noequals"}}, "NAME=VALUE"},
 		{Config{Options: []string{"a b=1"}}, "NAME=VALUE"},
 		{Config{Options: []string{"init_connect=x\ny"}}, "control character"},
+		{Config{Options: []string{"wsrep_sst_auth=sst:s3cret"}}, "holds a secret"},
 	}
 	for _, b := range bad {
 		err := Check(b.c)
