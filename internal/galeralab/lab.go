@@ -295,6 +295,12 @@ func Open(root, name string) (*Lab, error) {
 	if err := c.normalize(); err != nil {
 		return nil, err
 	}
+	if err := checkRoot(c.Root); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: no lab named %s in %s", ErrNoLab, c.Name, c.Root)
+		}
+		return nil, err
+	}
 	jf := journalFile(c.Root, c.Name)
 	if _, err := os.Lstat(jf); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -329,6 +335,12 @@ func Open(root, name string) (*Lab, error) {
 func Remove(root, name string) error {
 	c := Config{Root: root, Name: name, Nodes: 2}
 	if err := c.normalize(); err != nil {
+		return err
+	}
+	if err := checkRoot(c.Root); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
 		return err
 	}
 	unlock, err := lockLab(c.Name)
