@@ -106,6 +106,7 @@ func formatNames() map[string][]string {
 		"dbhost experiment":      summaryFormats.Names(),
 		"dbhost diff":            diffFormats.Names(),
 		"dbhost fleet report":    fleetFormats.Names(),
+		"dbhost lab galera":      labProveFormats,
 		"dbhost results list":    listFormats.Names(),
 		"dbhost results show":    showFormats.Names(),
 		"dbhost results compare": compareFormats.Names(),

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
@@ -268,14 +269,18 @@ func (l *Lab) Shutdown(ctx context.Context, names ...string) error {
 			return err
 		}
 	}
-	if err := l.shutdown(ctx, stopTimeout, names...); err != nil {
+	if err := l.shutdown(ctx, stopTimeout, false, names...); err != nil {
 		return err
 	}
 	l.logf("shut down %s", strings.Join(names, ", "))
 	return nil
 }
 
-func (l *Lab) shutdown(ctx context.Context, timeout time.Duration, names ...string) error {
+// shutdown stops members cleanly, concurrently. With quick (Stop), a
+// data node that does not answer over its socket (starting, or waiting
+// for a state transfer: a clean shutdown would wait for the transfer)
+// is killed at once.
+func (l *Lab) shutdown(ctx context.Context, timeout time.Duration, quick bool, names ...string) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(names))
 	for i, name := range names {
@@ -288,10 +293,16 @@ func (l *Lab) shutdown(ctx context.Context, timeout time.Duration, names ...stri
 		if pid == 0 {
 			continue
 		}
-		syscall.Kill(pid, syscall.SIGTERM)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if quick && !n.Arbitrator {
+				if _, err := queryStatus(ctx, n); err != nil {
+					killNetns(n.Netns, 0)
+					return
+				}
+			}
+			syscall.Kill(pid, syscall.SIGTERM)
 			t := time.NewTimer(timeout)
 			defer t.Stop()
 			for l.mainPID(n) != 0 {
@@ -388,6 +399,10 @@ func parseOption(o string) (name, value string, err error) {
 	}
 	if strings.ContainsAny(value, "\n\r\x00") {
 		return "", "", fmt.Errorf("option %s: the value holds a control character", name)
+	}
+	// A server's command line is world-readable (/proc/PID/cmdline).
+	if host.RedactValue(strings.ReplaceAll(name, "-", "_"), value) != value {
+		return "", "", fmt.Errorf("option %s holds a secret, and every user sees a server's command line: the lab needs none (it uses rsync state transfers and socket authentication)", name)
 	}
 	if reserved[name] {
 		return "", "", fmt.Errorf("option %s: the lab sets it itself (%s)", name, strings.Join(sortedKeys(reserved), ", "))

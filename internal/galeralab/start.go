@@ -55,15 +55,16 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 	}
 	defer unlock()
 	l := &Lab{root: cfg.Root, name: cfg.Name, dir: filepath.Join(cfg.Root, cfg.Name), log: cfg.Log,
-		suspect: cfg.SuspectTimeout, bins: b, procs: map[string]*proc{}}
+		suspect: cfg.SuspectTimeout, bins: b, procs: map[string]*proc{}, t0: t0}
+	// The root is checked before any journal in it is believed.
+	if err := prepareRoot(cfg.Root); err != nil {
+		return nil, err
+	}
 	if _, err := os.Lstat(journalFile(cfg.Root, cfg.Name)); err == nil {
 		l.logf("removing what an earlier lab of this name left")
 	}
 	if err := removeStale(cfg.Root, cfg.Name); err != nil {
 		return nil, fmt.Errorf("lab %s: removing an earlier lab of this name: %w", cfg.Name, err)
-	}
-	if err := prepareRoot(cfg.Root); err != nil {
-		return nil, err
 	}
 	if _, err := os.Lstat(l.dir); err == nil {
 		return nil, fmt.Errorf("%s exists and no lab journal names it: not touching it", l.dir)
@@ -92,12 +93,51 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 // prepareRoot makes the labs' root directory: root's own, mode 0711 (the
 // mysql user reaches its own directories below, lists nothing).
 func prepareRoot(root string) error {
+	if err := checkRoot(root); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	d, err := safefile.OpenDir(root)
 	if err != nil {
 		return fmt.Errorf("lab root %s: %w", root, err)
 	}
 	d.Close()
-	return os.Chmod(root, 0o711)
+	if err := os.Chmod(root, 0o711); err != nil {
+		return err
+	}
+	// The servers run as mysql: every directory above theirs must let
+	// others through, or they fail later with a bare "permission denied".
+	for p := filepath.Dir(root); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("lab root %s: the mysql user cannot pass through %s (mode %s): choose another root", root, p, fi.Mode().Perm())
+		}
+		if p == "/" {
+			return nil
+		}
+	}
+}
+
+// checkRoot refuses a labs' root that someone other than root could
+// write in (a journal planted there would direct root's undos): the
+// directory must be root's and writable by nobody else, every directory
+// above it root's or sticky (safefile.OpenDir).
+func checkRoot(root string) error {
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("lab root %s is not a directory only root can write in (%s)", root, fi.Mode())
+	}
+	d, err := safefile.OpenDir(root)
+	if err != nil {
+		return fmt.Errorf("lab root %s: %w", root, err)
+	}
+	return d.Close()
 }
 
 func randomHex(n int) (string, error) {
@@ -151,47 +191,44 @@ func (l *Lab) make(ctx context.Context, cfg Config, uid, gid int) error {
 	if err := l.saveState(); err != nil {
 		return err
 	}
-	l.logf("network %s.0/24 ready; installing the system tables", subnet)
+	l.logf("network %s.0/24 ready (%v); installing the system tables", subnet, l.since())
 	first := l.st.Nodes[0]
 	if err := l.installDB(ctx, first, uid, gid); err != nil {
 		return err
 	}
-	l.logf("bootstrapping %s", first.Name)
+	l.logf("bootstrapping %s (%v)", first.Name, l.since())
 	if err := l.startMember(first, true); err != nil {
 		return err
 	}
 	if err := l.waitSynced(ctx, []string{first.Name}, 1, bootstrapTimeout); err != nil {
 		return err
 	}
-	var rest, data []string
-	for _, n := range l.st.Nodes[1:] {
+	// One joiner at a time into the group (members that join together
+	// make the group membership churn for seconds); their state
+	// transfers overlap.
+	var data []string
+	for i, n := range l.st.Nodes[1:] {
 		if err := l.startMember(n, false); err != nil {
 			return err
 		}
-		rest = append(rest, n.Name)
+		if err := l.waitMembers(ctx, first, n, i+2, joinTimeout); err != nil {
+			return err
+		}
+		l.logf("%s joined (%v)", n.Name, l.since())
 	}
 	for _, n := range l.st.Nodes {
 		if !n.Arbitrator {
 			data = append(data, n.Name)
 		}
 	}
-	l.logf("%s joining", joinList(rest))
 	if err := l.waitSynced(ctx, data, len(l.st.Nodes), joinTimeout); err != nil {
 		return err
 	}
 	return l.saveState()
 }
 
-func joinList(names []string) string {
-	s := ""
-	for i, n := range names {
-		if i > 0 {
-			s += ", "
-		}
-		s += n
-	}
-	return s
-}
+// since is the time since the current operation began, for progress.
+func (l *Lab) since() time.Duration { return time.Since(l.t0).Round(100 * time.Millisecond) }
 
 // installDB makes the first node's system tables (as the mysql user); the
 // others get theirs by state transfer when they join.

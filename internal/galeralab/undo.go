@@ -1,6 +1,7 @@
 package galeralab
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,9 @@ import (
 // Journal kinds of a lab. The lab keeps its own: its undos find processes
 // by the namespace they run in and remove a directory only when it holds
 // the lab's marker, which none of internal/change's kinds expresses.
+// Processes have no entry of their own: each runs only in a member's
+// namespace, journaled before it was made, whose undo ends every process
+// in it (a server, garbd, a state transfer's rsync) before deleting it.
 const (
 	kindDir   = "galeralab-dir"      // Root/NAME with its marker
 	kindNetns = "galeralab-netns"    // a namespace, and every process in it
@@ -129,7 +133,7 @@ func undoNetns(data json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	if out, err := b.run(nil, b.ip, "netns", "delete", r.Name); err != nil && nsExists(r.Name) {
+	if out, err := b.run(context.Background(), b.ip, "netns", "delete", r.Name); err != nil && nsExists(r.Name) {
 		return fmt.Errorf("ip netns delete %s: %v: %s", r.Name, err, out)
 	}
 	return nil
@@ -150,10 +154,10 @@ func undoVeth(data json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	if _, err := b.run(nil, b.ip, "-n", r.Netns, "link", "show", r.Link); err != nil {
+	if _, err := b.run(context.Background(), b.ip, "-n", r.Netns, "link", "show", r.Link); err != nil {
 		return nil // gone already
 	}
-	if out, err := b.run(nil, b.ip, "-n", r.Netns, "link", "del", r.Link); err != nil {
+	if out, err := b.run(context.Background(), b.ip, "-n", r.Netns, "link", "del", r.Link); err != nil {
 		return fmt.Errorf("ip -n %s link del %s: %v: %s", r.Netns, r.Link, err, out)
 	}
 	return nil
@@ -181,10 +185,10 @@ func undoRules(data json.RawMessage) error {
 			continue
 		}
 		// -C first: a rule gone already (Heal ran) is done.
-		if _, err := b.run(nil, b.ip, append([]string{"netns", "exec", r.Netns, b.iptables, "-w", "5", "-C"}, rule...)...); err != nil {
+		if _, err := b.run(context.Background(), b.ip, append([]string{"netns", "exec", r.Netns, b.iptables, "-w", "5", "-C"}, rule...)...); err != nil {
 			continue
 		}
-		if out, err := b.run(nil, b.ip, append([]string{"netns", "exec", r.Netns, b.iptables, "-w", "5", "-D"}, rule...)...); err != nil {
+		if out, err := b.run(context.Background(), b.ip, append([]string{"netns", "exec", r.Netns, b.iptables, "-w", "5", "-D"}, rule...)...); err != nil {
 			errs = append(errs, fmt.Errorf("iptables -D %s in %s: %v: %s", strings.Join(rule, " "), r.Netns, err, out))
 		}
 	}
