@@ -83,12 +83,19 @@ type Tolerance struct {
 	Weight      int `json:"weight"`
 	// AtOnce is the largest k such that ANY k members failing at once
 	// leave a Primary component with a data node; OneByOne the same for k
-	// members failing one by one, in any order.
+	// members failing one by one, in any order, each noticed before the
+	// next. Both count members (an arbitrator counts as a member when it is
+	// lost) and stop short of losing the last data node: 3 data nodes
+	// survive 1 and 1, 3 data nodes and garbd 1 at once and 2 one by one,
+	// 2 data nodes 0 and 0.
 	AtOnce   int `json:"at_once"`
 	OneByOne int `json:"one_by_one"`
 	// CleanShutdown is how many members can be shut down cleanly, one
 	// data node still serving.
 	CleanShutdown int `json:"clean_shutdown"`
+	// EvenSplit: the members can be split into two sides of exactly half
+	// the weight each, and a network split there stops both sides.
+	EvenSplit bool `json:"even_split"`
 	// Worst is the single failure that leaves the least margin (the
 	// heaviest member); WorstSurvives whether the cluster survives it.
 	Worst         string `json:"worst_single_failure"`
@@ -120,6 +127,8 @@ type WhatIf struct {
 	Change   string `json:"change"`
 	AtOnce   int    `json:"at_once"`
 	OneByOne int    `json:"one_by_one"`
+	// EvenSplit as in Tolerance, after the change.
+	EvenSplit bool `json:"even_split"`
 	// SegmentSplitSurvives: after the change some side keeps Primary
 	// whichever single segment is cut off (only with segments).
 	SegmentSplitSurvives *bool `json:"segment_split_survives,omitempty"`
