@@ -487,10 +487,10 @@ func judgeGaleraSegments(f *facts.Facts, in *facts.Instance) Result {
 			assumed = append(assumed, m.Name)
 		}
 	}
+	if own != "0" && len(assumed) > 0 {
+		return UnknownR(subj, fmt.Sprintf("This node is in segment %s, but the segments of %s are not visible from it (assumed 0): audit each node, or describe the layout to dbhost galera tolerance --members.", own, strings.Join(assumed, ", ")), ev...)
+	}
 	if len(t.Segments) == 0 {
-		if own != "0" && len(assumed) > 0 {
-			return UnknownR(subj, fmt.Sprintf("This node is in segment %s, but the segments of %s are not visible from it (assumed 0): audit each node, or describe the layout to dbhost galera tolerance --members.", own, strings.Join(assumed, ", ")), ev...)
-		}
 		return PassR(subj, "All known members are in one segment: there is no split between data centres to survive.", ev...)
 	}
 	var none []string
@@ -655,12 +655,14 @@ func judgeGaleraEVS(in *facts.Instance) (Result, []providerWant) {
 		if inactive < ns {
 			w = append(w, providerWant{"evs.inactive_timeout", isoSeconds(max(3*ns, 15*time.Second))})
 		}
-		period := max(time.Second, (2 * rtt).Round(100*time.Millisecond))
+		// Periods: twice the latency, at least Galera's one second, at
+		// most half the suspect timeout.
+		period := min(max(time.Second, (2*rtt).Round(100*time.Millisecond)), ns/2)
 		if keep >= ns || keep <= rtt {
-			w = append(w, providerWant{"evs.keepalive_period", isoSeconds(min(period, ns/2))})
+			w = append(w, providerWant{"evs.keepalive_period", isoSeconds(period)})
 		}
 		if check >= ns || check <= rtt {
-			w = append(w, providerWant{"evs.inactive_check_period", isoSeconds(min(period/2+time.Duration(rtt), ns/2))})
+			w = append(w, providerWant{"evs.inactive_check_period", isoSeconds(period)})
 		}
 		return FailR(subj, strings.Join(problems, "; ")+". Every eviction of a node that comes back costs a state transfer.", nil, ev...), w
 	}
