@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -539,34 +540,35 @@ func providerWants(in *facts.Instance) []providerWant {
 }
 
 // providerFix sets wsrep_provider_options to the options as the files
-// write them with every wanted change: own first (the check's), then
-// those of the other failing Galera checks.
+// write them with every change the failing Galera checks want, in one
+// order whichever check asks (own: the asking check's), so that all of
+// them propose the very same line.
 func providerFix(in *facts.Instance, summary string, own []providerWant) *fix.Fix {
-	base := ""
-	if in.MySQL != nil {
-		base = in.MySQL.Configured["wsrep_provider_options"].Value
+	mine := map[string]bool{}
+	for _, w := range own {
+		mine[strings.ToLower(w.key)] = true
 	}
-	line := base
-	seen := map[string]bool{}
-	var others []string
-	for _, w := range append(append([]providerWant(nil), own...), providerWants(in)...) {
-		k := strings.ToLower(w.key)
-		if seen[k] {
-			continue
+	all := providerWants(in)
+	for _, w := range own {
+		if !slices.ContainsFunc(all, func(x providerWant) bool { return strings.EqualFold(x.key, w.key) }) {
+			all = append(all, w)
 		}
-		if len(seen) >= len(own) {
+	}
+	var set, others []string
+	line := ""
+	if in.MySQL != nil {
+		line = in.MySQL.Configured["wsrep_provider_options"].Value
+	}
+	for _, w := range all {
+		set = append(set, w.key+"="+w.value)
+		if !mine[strings.ToLower(w.key)] {
 			others = append(others, w.key+"="+w.value)
 		}
-		seen[k] = true
 		line = withProviderOption(line, w.key, w.value)
 	}
 	if gaps := configGaps(in); len(gaps) > 0 {
 		// The line as the files write it is unknown: writing one would
 		// drop the options dbhost could not read.
-		var set []string
-		for _, w := range append(append([]providerWant(nil), own...), providerWants(in)...) {
-			set = append(set, w.key+"="+w.value)
-		}
 		return &fix.Fix{Summary: summary, Manual: "Part of the configuration could not be read (" + strings.Join(gaps, "; ") + "): in the option file that sets wsrep_provider_options, add " + strings.Join(set, ";") + " to that one line, keeping its other options, then restart the node."}
 	}
 	fx := myConfigFix(in, summary, true, "wsrep_provider_options", line)
@@ -888,12 +890,17 @@ func checkGaleraPrimaryKeys(f *facts.Facts) []Result {
 		if tb.WithoutPKCount > 0 {
 			ev = append(ev, Ev("without a primary key", strings.Join(tb.WithoutPK, ", ")+more(tb.WithoutPKCount, len(tb.WithoutPK)), "live: information_schema"))
 			parts = append(parts, fmt.Sprintf("%d table(s) have no primary key (%s%s): every other node finds each updated or deleted row by a full scan, and such deletes are known to fail to replicate", tb.WithoutPKCount, strings.Join(tb.WithoutPK, ", "), more(tb.WithoutPKCount, len(tb.WithoutPK))))
-			stmts = append(stmts, "ALTER TABLE schema.table ADD COLUMN id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY INVISIBLE; -- or a primary key on the natural key")
+			for _, n := range tb.WithoutPK {
+				stmts = append(stmts, "ALTER TABLE "+sqlTable(n)+" ADD COLUMN dbhost_id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY INVISIBLE; -- or a primary key on its natural key")
+			}
 		}
 		if tb.NonInnoDBCount > 0 {
 			ev = append(ev, Ev("not in InnoDB", strings.Join(tb.NonInnoDB, ", ")+more(tb.NonInnoDBCount, len(tb.NonInnoDB)), "live: information_schema"))
 			parts = append(parts, fmt.Sprintf("%d table(s) are not in InnoDB (%s%s): Galera does not replicate them, so the nodes hold different data", tb.NonInnoDBCount, strings.Join(tb.NonInnoDB, ", "), more(tb.NonInnoDBCount, len(tb.NonInnoDB))))
-			stmts = append(stmts, "ALTER TABLE schema.table ENGINE=InnoDB;")
+			for _, n := range tb.NonInnoDB {
+				n, _, _ = strings.Cut(n, " (")
+				stmts = append(stmts, "ALTER TABLE "+sqlTable(n)+" ENGINE=InnoDB;")
+			}
 		}
 		fx := &fix.Fix{
 			Summary: "Give the replicated tables of " + subj + " primary keys and InnoDB",
@@ -902,6 +909,14 @@ func checkGaleraPrimaryKeys(f *facts.Facts) []Result {
 		out = append(out, FailR(subj, strings.Join(parts, "; ")+".", fx, ev...))
 	}
 	return out
+}
+
+// sqlTable quotes "schema.table" as two identifiers for a statement a
+// person runs (a name's backticks doubled).
+func sqlTable(n string) string {
+	schema, table, _ := strings.Cut(n, ".")
+	q := func(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+	return q(schema) + "." + q(table)
 }
 
 // more says how many names were left out of a list.

@@ -34,7 +34,7 @@ func init() {
 		derive.Derivation{
 			Name: "galera-node-dc",
 			Base: "galera-node",
-			Note: "derived from galera-node: the Galera node (node1, gmcast.segment=1 at runtime) is Synced in a Primary component of four data nodes, node2 to node4 on 10.20.0.0/24 (wsrep_cluster_weight 4), up two hours with 100 MiB replicated and flow control paused 1 % of the time",
+			Note: "derived from galera-node: its option file holding wsrep_sst_auth is mode 0640; the Galera node (node1, gmcast.segment=1 at runtime) is Synced in a Primary component of four data nodes, node2 to node4 on 10.20.0.0/24 (wsrep_cluster_weight 4), up two hours with 100 MiB replicated and flow control paused 1 % of the time",
 			Edit: func(a *derive.Archive) error {
 				return editGaleraLive(a, func(d map[string]any, vars map[string]any, g map[string]any) {
 					g["cluster_size"], g["cluster_weight"], g["local_index"] = 4, 4, 0
@@ -45,6 +45,7 @@ func init() {
 					}
 					g["members"] = ms
 					g["flow_control_paused"], g["uptime_seconds"], g["replicated_bytes"] = 0.01, 7200, int64(100)<<20
+					setMode(a, "tmp/dbhost-mycnf-", "/my.cnf", 0o640)
 					po, _ := vars["wsrep_provider_options"].(string)
 					vars["wsrep_provider_options"] = strings.Replace(po, "gmcast.segment = 0", "gmcast.segment = 1", 1)
 				})
@@ -81,4 +82,21 @@ func editGaleraLive(a *derive.Archive, edit func(d, vars, g map[string]any)) err
 		return nil
 	}
 	return errors.New("no live probe of a Galera node recorded")
+}
+
+// setMode sets the recorded mode of the file whose lstat probe key starts
+// with prefix and ends with suffix.
+func setMode(a *derive.Archive, prefix, suffix string, mode uint32) {
+	for key, p := range a.Probes {
+		if !strings.HasPrefix(key, "lstat:"+prefix) || !strings.HasSuffix(key, suffix) {
+			continue
+		}
+		var fi map[string]any
+		if json.Unmarshal(p.Out, &fi) != nil {
+			continue
+		}
+		fi["mode"] = mode
+		b, _ := json.Marshal(fi)
+		a.Probes[key] = derive.Probe{Out: b}
+	}
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/dbhost/dbhost/internal/galeralab"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
 
@@ -18,8 +21,8 @@ const galeraSSTSecret = "Fixture-SST-Secret-7Q"
 
 func init() {
 	register(Scenario{
-		Name: "galera-node",
-		Note: "private one-node Galera cluster bound to 127.0.0.1 (wsrep_on, provider and cluster address on the command line); its --defaults-file, mode 0644 (readable by every user), sets binlog_format=ROW, innodb_autoinc_lock_mode=2, wsrep_sst_method=mariabackup, wsrep_sst_auth=sst:SECRET and wsrep_provider_options (gmcast.listen_addr and ist.recv_addr on 127.0.0.1, gcache.size=64M); schema app has orders (InnoDB, primary key), audit_log (InnoDB, no primary key) and sessions (MyISAM); read live as root",
+		Name:  "galera-node",
+		Note:  "private one-node Galera cluster bound to 127.0.0.1 (wsrep_on, provider and cluster address on the command line); its --defaults-file, mode 0644 (readable by every user), sets binlog_format=ROW, innodb_autoinc_lock_mode=2, wsrep_sst_method=mariabackup, wsrep_sst_auth=sst:SECRET and wsrep_provider_options (gmcast.listen_addr and ist.recv_addr on 127.0.0.1, gcache.size=64M); schema app has orders (InnoDB, primary key), audit_log (InnoDB, no primary key) and sessions (MyISAM); read live as root",
 		Setup: func(r *Run) error { return startGaleraNode(r, 0o644) },
 	})
 	register(Scenario{
@@ -28,6 +31,36 @@ func init() {
 		AsUser: "nobody",
 		Setup:  func(r *Run) error { return startGaleraNode(r, 0o640) },
 	})
+	register(Scenario{
+		Name:  "galera-lab3",
+		Note:  "a three-node Galera lab (dbhost's galeralab: MariaDB nodes node1..node3 in network namespaces on 10.238.X.0/24, one segment, pc.weight 1, SST by rsync), every node Synced in one Primary component; read live as root over each node's socket",
+		Setup: func(r *Run) error { return startGaleraLab(r, galeralab.Config{Name: "fixture3", Nodes: 3}) },
+	})
+	register(Scenario{
+		Name: "galera-lab-2dc",
+		Note: "a four-node Galera lab over two segments (node1 and node3 in gmcast.segment 0, node2 and node4 in segment 1, pc.weight 1): cutting the segments apart leaves each side exactly half; read live as root over each node's socket",
+		Setup: func(r *Run) error {
+			return startGaleraLab(r, galeralab.Config{Name: "fixture2dc", Nodes: 4, Segments: 2})
+		},
+	})
+}
+
+// startGaleraLab starts a lab for the recording and stops it afterwards.
+func startGaleraLab(r *Run, cfg galeralab.Config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	lab, err := galeralab.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	r.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := lab.Stop(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "stop the lab:", err)
+		}
+	})
+	return nil
 }
 
 // startGaleraNode starts the node of the galera-node scenarios, its option
