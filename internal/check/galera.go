@@ -195,7 +195,7 @@ version. ROW is required.`,
 	Register(Check{
 		ID:        "galera.autoinc_lock_mode",
 		Title:     "Galera node uses interleaved auto-increment locks (innodb_autoinc_lock_mode=2)",
-		Problem:   "Galera node does not use interleaved auto-increment locks (innodb_autoinc_lock_mode is not 2)",
+		Problem:   "Galera node takes table-level auto-increment locks (innodb_autoinc_lock_mode is not 2)",
 		Severity:  Warning,
 		AppliesTo: []string{"galera"},
 		Doc: `Reads innodb_autoinc_lock_mode (MariaDB's default is 1). Modes 0 and 1 take a
