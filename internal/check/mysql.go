@@ -165,8 +165,10 @@ unencrypted without SSL). They belong on the private cluster network. The check 
 the sockets the server really listens on (/proc/net/tcp*, the process's socket
 inodes): Galera listens on tcp://0.0.0.0:4567 unless wsrep_provider_options sets
 gmcast.listen_addr, whatever wsrep_node_address says, and the SST port was observed on
-0.0.0.0 regardless of the configuration. The fix binds gmcast.listen_addr to
-wsrep_node_address; firewall the three ports to the other nodes as well. IST and SST
+0.0.0.0 regardless of the configuration. A gmcast.listen_addr on another address than
+wsrep_node_address, where the other members connect, fails too. The fix binds
+gmcast.listen_addr to wsrep_node_address, in the one wsrep_provider_options line the
+Galera fixes share; firewall the three ports to the other nodes as well. IST and SST
 listen only during a state transfer, so a passing node is judged on what it listens
 on now and on its configuration.`,
 		Refs: []string{
