@@ -867,6 +867,12 @@ func galeraFix(in *facts.Instance, g galeraPorts, wants []providerWant) *fix.Fix
 		}
 	}
 	fx := providerFix(in, "Bind Galera group communication to "+node, wants)
+	if len(fx.Config) == 0 {
+		// A manual step (the option files could not be read): the whole
+		// change is for a person.
+		fx.Manual = strings.TrimSpace(fx.Manual + " Set wsrep_sst_receive_address=" + node + " too. " + firewall)
+		return fx
+	}
 	if _, set := in.Setting("wsrep_sst_receive_address"); !set || wildcardHost(in.SettingValue("wsrep_sst_receive_address")) || strings.EqualFold(in.SettingValue("wsrep_sst_receive_address"), "AUTO") {
 		fx.Config = append(fx.Config, fix.ConfigChange{Instance: in.Name(), Engine: string(in.Engine), Key: "wsrep_sst_receive_address", Value: node, Restart: true})
 	}
