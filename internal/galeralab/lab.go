@@ -106,9 +106,27 @@ type Lab struct {
 	net     *journal.Journal // the partition's rules, nil when healed
 	start   time.Duration
 	stop    time.Duration
+	stopped bool
+	t0      time.Time // when the current Start or Recover began
 }
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,19}$`)
+
+// ErrNoLab: no lab of that name.
+var ErrNoLab = errors.New("no such lab")
+
+// Check says why Start would refuse cfg, without starting anything.
+func Check(cfg Config) error { return cfg.normalize() }
+
+// Up reports whether any member of the lab runs.
+func (l *Lab) Up() bool {
+	for _, n := range l.Nodes() {
+		if l.Running(n.Name) {
+			return true
+		}
+	}
+	return false
+}
 
 // normalize fills defaults and refuses what the lab cannot run.
 func (c *Config) normalize() error {
@@ -275,7 +293,7 @@ func Open(root, name string) (*Lab, error) {
 	jf := journalFile(c.Root, c.Name)
 	if _, err := os.Lstat(jf); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no lab named %s in %s", c.Name, c.Root)
+			return nil, fmt.Errorf("%w: no lab named %s in %s", ErrNoLab, c.Name, c.Root)
 		}
 		return nil, err
 	}
@@ -345,6 +363,9 @@ func (l *Lab) Stop(ctx context.Context) error {
 	defer unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.stopped {
+		return nil
+	}
 	var data, arb []string
 	for _, n := range l.st.Nodes {
 		if n.Arbitrator {
@@ -356,10 +377,10 @@ func (l *Lab) Stop(ctx context.Context) error {
 	var errs []error
 	// A failed clean shutdown is not Stop's failure: the journal's undo
 	// kills what is left.
-	if err := l.shutdown(ctx, stopTimeout, data...); err != nil {
+	if err := l.shutdown(ctx, stopTimeout, true, data...); err != nil {
 		l.logf("%v", err)
 	}
-	if err := l.shutdown(ctx, stopTimeout, arb...); err != nil {
+	if err := l.shutdown(ctx, stopTimeout, true, arb...); err != nil {
 		l.logf("%v", err)
 	}
 	if l.net != nil {
@@ -379,6 +400,7 @@ func (l *Lab) Stop(ctx context.Context) error {
 		p.reaped(5 * time.Second)
 	}
 	l.stop = time.Since(t0)
+	l.stopped = len(errs) == 0
 	l.logf("stopped in %v", l.stop.Round(time.Millisecond))
 	return errors.Join(errs...)
 }
