@@ -56,10 +56,11 @@ and its pc.weight and gmcast.segment (several nodes of one cluster on this host 
 merged), and computes what it survives with Galera's rule: after members
 disappear, the rest stays Primary only with more than half of the last Primary
 component's weight. It fails when a single member's failure stops the cluster (one
-or two nodes, a node with too much weight), or when the voting weight can split
-into two equal halves (an even number of nodes without an arbitrator: a network
-split stops both sides). Three data nodes survive one failure at once or one by
-one; three plus an arbitrator (garbd) survive two one by one, still one at once.
+or two nodes, a node with too much weight), or when, without an arbitrator, the
+voting weight can split into two equal halves (an even number of nodes, or weights
+that tie: a network split stops both sides). Three data nodes survive one failure at
+once or one by one; three plus an arbitrator (garbd) survive two one by one, still
+one at once.
 The finding names what would help (an arbitrator, a weight); dbhost galera
 tolerance prints the whole table. Members other than this node are seen through
 its status: their weights are derived from wsrep_cluster_weight and said to be
@@ -443,11 +444,17 @@ func judgeGaleraQuorum(f *facts.Facts, in *facts.Instance) Result {
 			problems = append(problems, fmt.Sprintf("losing %s alone stops the cluster", t.Worst))
 		}
 	}
-	if t.EvenSplit {
+	// An arbitrator is the usual answer to an even count; with one, an
+	// even split is left as a caveat (the arbitrator's location decides).
+	if t.EvenSplit && t.Arbitrators == 0 {
 		problems = append(problems, "the voting weight can split into two equal halves, and a network split between them stops both sides")
 	}
 	if len(problems) == 0 {
-		return PassR(subj, fmt.Sprintf("The cluster (%d data node(s), %d arbitrator(s), weight %d) survives %d failure(s) at once and %d one by one; no split leaves two equal halves.", t.DataNodes, t.Arbitrators, t.Weight, t.AtOnce, t.OneByOne), ev...)
+		reason := fmt.Sprintf("The cluster (%d data node(s), %d arbitrator(s), weight %d) survives %d failure(s) at once and %d one by one", t.DataNodes, t.Arbitrators, t.Weight, t.AtOnce, t.OneByOne)
+		if t.EvenSplit {
+			return PassR(subj, reason+"; a network split into two equal halves would still stop both sides: run the arbitrator where it breaks the tie (a third location).", ev...)
+		}
+		return PassR(subj, reason+"; no split leaves two equal halves.", ev...)
 	}
 	reason := fmt.Sprintf("The cluster (%d data node(s), %d arbitrator(s), weight %d) survives %d failure(s) at once and %d one by one: %s.", t.DataNodes, t.Arbitrators, t.Weight, t.AtOnce, t.OneByOne, strings.Join(problems, "; "))
 	manual := "Add a member so that the voting weight is odd and no single member holds half of it: a third data node, or the arbitrator garbd (galera-arbitrator-4) on a separate machine; or raise one node's pc.weight. Run `dbhost galera tolerance` to compare layouts."

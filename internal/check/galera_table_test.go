@@ -62,6 +62,9 @@ func init() {
 			g.Members = append(g.Members, engine.GaleraMember{Name: "garbd"})
 			g.ClusterSize, g.ClusterWeight = 5, 5
 		}), id: "galera.cluster.quorum", subject: galeraNode, want: check.Pass, says: []string{"4 data node(s), 1 arbitrator(s), weight 5", "survives 2 failure(s) at once"}},
+		tcase{name: "three nodes and garbd", base: "galera-node-dc", mutate: wsrep(galeraNode, func(g *engine.GaleraStatus) {
+			g.Members = append(g.Members[:3], engine.GaleraMember{Name: "garbd"})
+		}), id: "galera.cluster.quorum", subject: galeraNode, want: check.Pass, says: []string{"1 arbitrator(s)", "survives 1 failure(s) at once and 2 one by one", "would still stop both sides"}},
 		tcase{name: "three nodes", base: "galera-node-dc", mutate: wsrep(galeraNode, func(g *engine.GaleraStatus) {
 			g.Members, g.ClusterSize, g.ClusterWeight = g.Members[:3], 3, 3
 		}), id: "galera.cluster.quorum", subject: galeraNode, want: check.Pass, says: []string{"survives 1 failure(s) at once and 1 one by one"}},
