@@ -308,8 +308,15 @@ func readGaleraMembers(ctx context.Context, db *sql.DB) ([]engine.GaleraMember, 
 	return out, rows.Err()
 }
 
+// ParseGaleraStatus interprets a node's wsrep status variables (SHOW
+// GLOBAL STATUS by lower-case name, Uptime included) as the audit does,
+// for other readers of a node (the Galera lab).
+func ParseGaleraStatus(vals map[string]string) (*engine.GaleraStatus, error) {
+	return galeraStatus(vals)
+}
+
 // galeraStatus interprets the wsrep status variables. A counter that does
-// not parse stays zero: the checks say "not reported" for zero.
+// not parse stays zero, as one the server does not report.
 func galeraStatus(vals map[string]string) (*engine.GaleraStatus, error) {
 	if _, ok := vals["wsrep_cluster_status"]; !ok {
 		return nil, errors.New("the server reports no wsrep_cluster_status (Galera provider not loaded?)")

@@ -111,7 +111,7 @@ func TestGaleraStatus(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(*g, want) {
 		t.Errorf("galeraStatus = %+v, %v; want %+v", g, err, want)
 	}
-	if g, err := galeraStatus(map[string]string{}); err == nil {
+	if g, err := ParseGaleraStatus(map[string]string{}); err == nil {
 		t.Errorf("no wsrep status: %+v, want an error", g)
 	}
 	for _, c := range []struct {
