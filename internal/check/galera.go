@@ -323,20 +323,22 @@ func providerEv(in *facts.Instance, key, def string) (Evidence, string) {
 
 // clusterLayout is the cluster as the node sees it, merged with the views
 // of the other nodes of the same cluster on this host (same state UUID):
-// their own weights and segments replace what this node assumed.
+// their own weights and segments replace what this node assumed. The
+// grouping is galera.Group's, as for dbhost galera tolerance and the
+// exporter.
 func clusterLayout(f *facts.Facts, in *facts.Instance) galera.Layout {
-	views := []galera.Layout{galera.FromNode(galeraVals(in), in.MySQL.GaleraStatus)}
-	uuid := in.MySQL.GaleraStatus.StateUUID
+	var views []galera.NodeView
 	for _, o := range galeraNodes(f) {
-		if o == in || o.MySQL.GaleraStatus == nil || uuid == "" || o.MySQL.GaleraStatus.StateUUID != uuid {
-			continue
+		if v := galera.View(o.Instance); v != nil {
+			views = append(views, *v)
 		}
-		views = append(views, galera.FromNode(galeraVals(o), o.MySQL.GaleraStatus))
 	}
-	if len(views) == 1 {
-		return views[0]
+	for _, c := range galera.Group(views) {
+		if slices.Contains(c.Nodes, in.Name()) {
+			return c.Layout
+		}
 	}
-	return galera.Merge(views...)
+	return galera.FromNode(galeraVals(in), in.MySQL.GaleraStatus)
 }
 
 func layoutEv(l galera.Layout) Evidence {
