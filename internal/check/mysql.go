@@ -165,8 +165,10 @@ unencrypted without SSL). They belong on the private cluster network. The check 
 the sockets the server really listens on (/proc/net/tcp*, the process's socket
 inodes): Galera listens on tcp://0.0.0.0:4567 unless wsrep_provider_options sets
 gmcast.listen_addr, whatever wsrep_node_address says, and the SST port was observed on
-0.0.0.0 regardless of the configuration. The fix binds gmcast.listen_addr to
-wsrep_node_address; firewall the three ports to the other nodes as well. IST and SST
+0.0.0.0 regardless of the configuration. A gmcast.listen_addr on another address than
+wsrep_node_address, where the other members connect, fails too. The fix binds
+gmcast.listen_addr to wsrep_node_address, in the one wsrep_provider_options line the
+Galera fixes share; firewall the three ports to the other nodes as well. IST and SST
 listen only during a state transfer, so a passing node is judged on what it listens
 on now and on its configuration.`,
 		Refs: []string{
@@ -777,13 +779,30 @@ func readGaleraPorts(in *facts.Instance) galeraPorts {
 
 func checkGaleraPorts(f *facts.Facts) []Result {
 	var out []Result
-	for _, in := range f.ByEngine(engine.MySQL) {
-		if in.MySQL == nil || !in.MySQL.Galera {
-			continue
+	for _, in := range galeraNodes(f) {
+		r, w := judgeGaleraPortsWants(in)
+		if r.Status == Fail {
+			r.Fix = galeraFix(in, readGaleraPorts(in), w)
 		}
-		out = append(out, judgeGaleraPorts(in))
+		out = append(out, r)
 	}
 	return out
+}
+
+// judgeGaleraPortsWants judges the ports and says which provider option
+// the fix changes: group communication bound to wsrep_node_address, when
+// that is an address.
+func judgeGaleraPortsWants(in *facts.Instance) (Result, []providerWant) {
+	r := judgeGaleraPorts(in)
+	if r.Status != Fail {
+		return r, nil
+	}
+	g := readGaleraPorts(in)
+	node, _ := splitAddr(in.SettingValue("wsrep_node_address"))
+	if wildcardHost(node) || net.ParseIP(node) == nil {
+		return r, nil
+	}
+	return r, []providerWant{{"gmcast.listen_addr", "tcp://" + net.JoinHostPort(node, strconv.Itoa(g.gcomm))}}
 }
 
 func judgeGaleraPorts(in *facts.Instance) Result {
@@ -809,11 +828,16 @@ func judgeGaleraPorts(in *facts.Instance) Result {
 	}
 	socketsKnown := in.ListenErr == "" && len(in.Listen) > 0
 	cfgWild := wildcardHost(g.gcommHost)
+	node, _ := splitAddr(in.SettingValue("wsrep_node_address"))
 	switch {
 	case len(wild) > 0:
-		return FailR(subj, fmt.Sprintf("Galera listens on every address: %s. These ports carry the whole database between nodes without authentication; bind them to the cluster network and firewall them to the other nodes.", strings.Join(wild, ", ")), galeraFix(in, g), ev...)
+		return FailR(subj, fmt.Sprintf("Galera listens on every address: %s. These ports carry the whole database between nodes without authentication; bind them to the cluster network and firewall them to the other nodes.", strings.Join(wild, ", ")), nil, ev...)
 	case cfgWild && !socketsKnown:
-		return FailR(subj, fmt.Sprintf("gmcast.listen_addr is not set, so Galera listens on tcp://0.0.0.0:%d, every address, whatever wsrep_node_address says (the real sockets could not be read: %s). Bind it to the cluster network.", g.gcomm, myOr(in.ListenErr, "none found")), galeraFix(in, g), ev...)
+		return FailR(subj, fmt.Sprintf("gmcast.listen_addr is not set, so Galera listens on tcp://0.0.0.0:%d, every address, whatever wsrep_node_address says (the real sockets could not be read: %s). Bind it to the cluster network.", g.gcomm, myOr(in.ListenErr, "none found")), nil, ev...)
+	case !cfgWild && net.ParseIP(node) != nil && !wildcardHost(node) && !sameIP(g.gcommHost, node):
+		// The other members reach this one at wsrep_node_address (and
+		// the addresses of their wsrep_cluster_address).
+		return FailR(subj, fmt.Sprintf("gmcast.listen_addr binds group communication to %s, but wsrep_node_address, where the other members reach this node, is %s: they cannot connect to it there. Bind it to the node's address on the cluster network.", g.gcommHost, node), nil, ev...)
 	case !socketsKnown:
 		return UnknownR(subj, fmt.Sprintf("The configuration binds group communication to %s, but the sockets the server really listens on could not be read (%s): the SST port was seen on 0.0.0.0 regardless of the configuration. Run dbhost as root.", g.gcommHost, myOr(in.ListenErr, "none found")), ev...)
 	}
@@ -825,24 +849,30 @@ func judgeGaleraPorts(in *facts.Instance) Result {
 	return PassR(subj, reason, ev...)
 }
 
-// galeraFix binds group communication to wsrep_node_address, keeping the
-// other provider options as the files set them.
-func galeraFix(in *facts.Instance, g galeraPorts) *fix.Fix {
+// sameIP compares two addresses as IPs (::ffff:10.0.0.1 is 10.0.0.1).
+func sameIP(a, b string) bool {
+	x, y := net.ParseIP(strings.Trim(a, "[]")), net.ParseIP(strings.Trim(b, "[]"))
+	return x != nil && y != nil && x.Equal(y)
+}
+
+// galeraFix binds group communication to wsrep_node_address, in the one
+// wsrep_provider_options line the Galera fixes share (providerFix).
+func galeraFix(in *facts.Instance, g galeraPorts, wants []providerWant) *fix.Fix {
 	firewall := fmt.Sprintf("Firewall ports %d, %d and %d to the other cluster nodes.", g.gcomm, g.ist, g.sst)
 	node, _ := splitAddr(in.SettingValue("wsrep_node_address"))
-	if wildcardHost(node) || net.ParseIP(node) == nil {
+	if len(wants) == 0 {
 		return &fix.Fix{
 			Summary: "Bind Galera to the cluster network on " + in.Name(),
 			Manual:  fmt.Sprintf("Set wsrep_node_address to this node's address on the cluster network and add gmcast.listen_addr=tcp://ADDRESS:%d to wsrep_provider_options (keep its other options), set wsrep_sst_receive_address=ADDRESS, then restart the node. %s", g.gcomm, firewall),
 		}
 	}
-	base := ""
-	if in.MySQL != nil {
-		base = in.MySQL.Configured["wsrep_provider_options"].Value
+	fx := providerFix(in, "Bind Galera group communication to "+node, wants)
+	if len(fx.Config) == 0 {
+		// A manual step (the option files could not be read): the whole
+		// change is for a person.
+		fx.Manual = strings.TrimSpace(fx.Manual + " Set wsrep_sst_receive_address=" + node + " too. " + firewall)
+		return fx
 	}
-	listen := "tcp://" + net.JoinHostPort(node, strconv.Itoa(g.gcomm))
-	fx := myConfigFix(in, "Bind Galera group communication to "+node, true,
-		"wsrep_provider_options", withProviderOption(base, "gmcast.listen_addr", listen))
 	if _, set := in.Setting("wsrep_sst_receive_address"); !set || wildcardHost(in.SettingValue("wsrep_sst_receive_address")) || strings.EqualFold(in.SettingValue("wsrep_sst_receive_address"), "AUTO") {
 		fx.Config = append(fx.Config, fix.ConfigChange{Instance: in.Name(), Engine: string(in.Engine), Key: "wsrep_sst_receive_address", Value: node, Restart: true})
 	}

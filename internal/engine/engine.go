@@ -205,6 +205,24 @@ type MySQLInfo struct {
 	// compiled-in defaults: a fix that edits one option's line (the
 	// wsrep_provider_options list) starts from what is written there.
 	Configured map[string]Setting `json:"configured,omitempty"`
+	// Tables are the user tables a Galera cluster replicates badly, read
+	// live on Galera nodes only (nil: not read).
+	Tables *MySQLTables `json:"tables,omitempty"`
+}
+
+// MySQLTables lists user tables (system schemas left out) by what Galera
+// cannot do with them: rows of a table without a primary key are found by
+// a full scan on every other node, and tables not in InnoDB are not
+// replicated at all. Counts are complete; names stop at 20 per list.
+type MySQLTables struct {
+	WithoutPK      []string `json:"without_pk,omitempty"`
+	WithoutPKCount int      `json:"without_pk_count"`
+	// NonInnoDB names "schema.table (ENGINE)".
+	NonInnoDB      []string `json:"non_innodb,omitempty"`
+	NonInnoDBCount int      `json:"non_innodb_count"`
+	// Err says why the list is missing or incomplete (a timeout, no
+	// privilege on information_schema).
+	Err string `json:"error,omitempty"`
 }
 
 // GaleraStatus is what a Galera node's wsrep status variables said when

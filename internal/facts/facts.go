@@ -80,6 +80,10 @@ type Instance struct {
 	// StartConf is a packaged cluster's boot setting (Debian's start.conf:
 	// auto, manual, disabled), when there is one.
 	StartConf *Persisted `json:"start_conf,omitempty"`
+
+	// SSTAuth is where a Galera node's option files set wsrep_sst_auth,
+	// with the file's mode and owner (nil: not a Galera node, or not set).
+	SSTAuth *SecretSource `json:"sst_auth,omitempty"`
 }
 
 // Options tune gathering.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/user"
@@ -39,6 +40,10 @@ type liveData struct {
 	// on; GaleraErr why it could not be read.
 	Galera    *engine.GaleraStatus `json:"galera,omitempty"`
 	GaleraErr string               `json:"galera_error,omitempty"`
+
+	// Tables are the user tables Galera replicates badly (read on Galera
+	// nodes only): names, never contents.
+	Tables *engine.MySQLTables `json:"tables,omitempty"`
 }
 
 // liveKey names the probe of one server; the socket identifies it.
@@ -73,6 +78,9 @@ func readLive(ctx context.Context, h *host.Host, in *engine.Instance, socket str
 		if d.Galera, err = readGaleraStatus(cg, db); err != nil {
 			d.GaleraErr = "wsrep status: " + err.Error()
 		}
+		ct, cancelT := step()
+		defer cancelT()
+		d.Tables = readTables(ct, db)
 	}
 	c2, cancel2 := step()
 	defer cancel2()
@@ -238,10 +246,18 @@ func wsrepActive(on, provider string) bool {
 	return wsrepOn && provider != "" && !strings.EqualFold(provider, "none")
 }
 
-// galeraStatusQuery reads only the wsrep status a health gate needs: the
-// whole of SHOW STATUS is large, and these are cheap counters.
+// galeraStatusQuery reads only the wsrep status the gates and the cluster
+// checks need: the whole of SHOW STATUS is large, and these are cheap
+// counters.
 const galeraStatusQuery = "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_status', 'wsrep_local_state_comment', " +
-	"'wsrep_cluster_size', 'wsrep_ready', 'wsrep_connected', 'wsrep_cluster_state_uuid')"
+	"'wsrep_cluster_size', 'wsrep_ready', 'wsrep_connected', 'wsrep_cluster_state_uuid', " +
+	"'wsrep_cluster_weight', 'wsrep_local_index', 'wsrep_incoming_addresses', 'wsrep_flow_control_paused', " +
+	"'wsrep_local_recv_queue_avg', 'wsrep_cert_deps_distance', 'wsrep_replicated_bytes', 'wsrep_received_bytes', " +
+	"'wsrep_evs_repl_latency', 'Uptime')"
+
+// galeraMembersQuery lists the component's members (MariaDB 10.4+; absent
+// elsewhere, or hidden without privilege on the mysql schema).
+const galeraMembersQuery = "SELECT node_uuid, node_name, node_incoming_address FROM mysql.wsrep_cluster_members ORDER BY node_name"
 
 // readGaleraStatus reads a Galera node's view of its cluster. SHOW STATUS
 // needs no privilege and is answered also while the node is not ready.
@@ -263,10 +279,44 @@ func readGaleraStatus(ctx context.Context, db *sql.DB) (*engine.GaleraStatus, er
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	g, err := galeraStatus(vals)
+	if err != nil {
+		return nil, err
+	}
+	// The member list is a convenience: a server without the table, or an
+	// account without the privilege, still has its status.
+	g.Members, _ = readGaleraMembers(ctx, db)
+	return g, nil
+}
+
+func readGaleraMembers(ctx context.Context, db *sql.DB) ([]engine.GaleraMember, error) {
+	rows, err := db.QueryContext(ctx, galeraMembersQuery)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []engine.GaleraMember
+	for rows.Next() {
+		var m engine.GaleraMember
+		var uuid, name, addr sql.NullString
+		if err := rows.Scan(&uuid, &name, &addr); err != nil {
+			return nil, err
+		}
+		m.UUID, m.Name, m.IncomingAddress = uuid.String, name.String, addr.String
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// ParseGaleraStatus interprets a node's wsrep status variables (SHOW
+// GLOBAL STATUS by lower-case name, Uptime included) as the audit does,
+// for other readers of a node (the Galera lab).
+func ParseGaleraStatus(vals map[string]string) (*engine.GaleraStatus, error) {
 	return galeraStatus(vals)
 }
 
-// galeraStatus interprets the wsrep status variables.
+// galeraStatus interprets the wsrep status variables. A counter that does
+// not parse stays zero, as one the server does not report.
 func galeraStatus(vals map[string]string) (*engine.GaleraStatus, error) {
 	if _, ok := vals["wsrep_cluster_status"]; !ok {
 		return nil, errors.New("the server reports no wsrep_cluster_status (Galera provider not loaded?)")
@@ -279,7 +329,105 @@ func galeraStatus(vals map[string]string) (*engine.GaleraStatus, error) {
 	g.ClusterSize, _ = strconv.Atoi(vals["wsrep_cluster_size"])
 	g.Ready, _ = IsOn(vals["wsrep_ready"])
 	g.Connected, _ = IsOn(vals["wsrep_connected"])
+	g.ClusterWeight, _ = strconv.Atoi(vals["wsrep_cluster_weight"])
+	g.LocalIndex, _ = strconv.Atoi(vals["wsrep_local_index"])
+	for _, a := range strings.Split(vals["wsrep_incoming_addresses"], ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			g.IncomingAddresses = append(g.IncomingAddresses, a)
+		}
+	}
+	g.FlowControlPaused = statFloat(vals["wsrep_flow_control_paused"])
+	g.LocalRecvQueueAvg = statFloat(vals["wsrep_local_recv_queue_avg"])
+	g.CertDepsDistance = statFloat(vals["wsrep_cert_deps_distance"])
+	g.ReplicatedBytes, _ = strconv.ParseInt(vals["wsrep_replicated_bytes"], 10, 64)
+	g.ReceivedBytes, _ = strconv.ParseInt(vals["wsrep_received_bytes"], 10, 64)
+	g.Uptime, _ = strconv.ParseInt(vals["uptime"], 10, 64)
+	g.ReplLatency = parseReplLatency(vals["wsrep_evs_repl_latency"])
 	return g, nil
+}
+
+// statFloat reads a status counter; NaN and infinities (a counter divided
+// by zero) read as zero, which JSON can carry.
+func statFloat(s string) float64 {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0
+	}
+	return f
+}
+
+// parseReplLatency reads wsrep_evs_repl_latency, "min/avg/max/stddev/n" in
+// seconds; nil when the node has no samples yet (a lone node reports
+// "0/0/0/0/0").
+func parseReplLatency(s string) *engine.GaleraLatency {
+	f := strings.Split(strings.TrimSpace(s), "/")
+	if len(f) != 5 {
+		return nil
+	}
+	var v [4]float64
+	for i := range v {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f[i]), 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+			return nil
+		}
+		v[i] = x
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(f[4]))
+	if err != nil || n <= 0 {
+		return nil
+	}
+	return &engine.GaleraLatency{Min: v[0], Avg: v[1], Max: v[2], StdDev: v[3], Samples: n}
+}
+
+// maxTableNames bounds the table names recorded per list: a count says how
+// many, the names say where to start.
+const maxTableNames = 20
+
+// tablesQuery lists the base tables of the user schemas that either are
+// not InnoDB or have no primary key (TABLE_CONSTRAINTS is cheap: it does
+// not open the tables' data). Sequences and views are not tables here.
+const tablesQuery = "SELECT s, n, e, pk FROM (SELECT t.TABLE_SCHEMA AS s, t.TABLE_NAME AS n, COALESCE(t.ENGINE, '') AS e, " +
+	"EXISTS (SELECT 1 FROM information_schema.TABLE_CONSTRAINTS c WHERE c.TABLE_SCHEMA = t.TABLE_SCHEMA " +
+	"AND c.TABLE_NAME = t.TABLE_NAME AND c.CONSTRAINT_TYPE = 'PRIMARY KEY') AS pk " +
+	"FROM information_schema.TABLES t WHERE t.TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED') " +
+	"AND t.TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')) x " +
+	"WHERE NOT pk OR e <> 'InnoDB' ORDER BY s, n"
+
+// readTables runs the tables query within the step's timeout; a failure
+// (timeout, privilege) is recorded, never fatal.
+func readTables(ctx context.Context, db *sql.DB) *engine.MySQLTables {
+	t := &engine.MySQLTables{}
+	rows, err := db.QueryContext(ctx, tablesQuery)
+	if err != nil {
+		t.Err = "information_schema.TABLES: " + err.Error()
+		return t
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var schema, name, eng string
+		var hasPK bool
+		if err := rows.Scan(&schema, &name, &eng, &hasPK); err != nil {
+			t.Err = "information_schema.TABLES: " + err.Error()
+			return t
+		}
+		full := schema + "." + name
+		if !hasPK {
+			t.WithoutPKCount++
+			if len(t.WithoutPK) < maxTableNames {
+				t.WithoutPK = append(t.WithoutPK, full)
+			}
+		}
+		if !strings.EqualFold(eng, "InnoDB") {
+			t.NonInnoDBCount++
+			if len(t.NonInnoDB) < maxTableNames {
+				t.NonInnoDB = append(t.NonInnoDB, full+" ("+eng+")")
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Err = "information_schema.TABLES: " + err.Error()
+	}
+	return t
 }
 
 // passwordPlugins authenticate with a password stored in the account; an

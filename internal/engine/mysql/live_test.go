@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -92,10 +93,25 @@ func TestGaleraStatus(t *testing.T) {
 	g, err := galeraStatus(map[string]string{"wsrep_cluster_status": "non-Primary", "wsrep_local_state_comment": "Initialized",
 		"wsrep_cluster_size": "1", "wsrep_ready": "OFF", "wsrep_connected": "ON", "wsrep_cluster_state_uuid": "u"})
 	want := engine.GaleraStatus{ClusterStatus: "non-Primary", LocalState: "Initialized", ClusterSize: 1, Connected: true, StateUUID: "u"}
-	if err != nil || *g != want {
+	if err != nil || !reflect.DeepEqual(*g, want) {
 		t.Errorf("galeraStatus = %+v, %v; want %+v", g, err, want)
 	}
-	if g, err := galeraStatus(map[string]string{}); err == nil {
+	// A member of a three-node cluster, as MariaDB 10.11 with Galera 4
+	// reports it (values from a lab node).
+	g, err = galeraStatus(map[string]string{"wsrep_cluster_status": "Primary", "wsrep_local_state_comment": "Synced",
+		"wsrep_cluster_size": "3", "wsrep_ready": "ON", "wsrep_connected": "ON", "wsrep_cluster_weight": "3",
+		"wsrep_local_index": "2", "wsrep_incoming_addresses": "10.77.0.2:3306, 10.77.0.3:3306,,10.77.0.4:3306",
+		"wsrep_flow_control_paused": "0.0123", "wsrep_local_recv_queue_avg": "0.5", "wsrep_cert_deps_distance": "12.5",
+		"wsrep_replicated_bytes": "1048576", "wsrep_received_bytes": "2097152", "uptime": "3600",
+		"wsrep_evs_repl_latency": "0.000212/0.000422/0.00113/0.000201/57"})
+	want = engine.GaleraStatus{ClusterStatus: "Primary", LocalState: "Synced", ClusterSize: 3, Ready: true, Connected: true,
+		ClusterWeight: 3, LocalIndex: 2, IncomingAddresses: []string{"10.77.0.2:3306", "10.77.0.3:3306", "10.77.0.4:3306"},
+		FlowControlPaused: 0.0123, LocalRecvQueueAvg: 0.5, CertDepsDistance: 12.5, ReplicatedBytes: 1 << 20, ReceivedBytes: 2 << 20,
+		Uptime: 3600, ReplLatency: &engine.GaleraLatency{Min: 0.000212, Avg: 0.000422, Max: 0.00113, StdDev: 0.000201, Samples: 57}}
+	if err != nil || !reflect.DeepEqual(*g, want) {
+		t.Errorf("galeraStatus = %+v, %v; want %+v", g, err, want)
+	}
+	if g, err := ParseGaleraStatus(map[string]string{}); err == nil {
 		t.Errorf("no wsrep status: %+v, want an error", g)
 	}
 	for _, c := range []struct {
@@ -105,5 +121,29 @@ func TestGaleraStatus(t *testing.T) {
 		if got := wsrepActive(c.on, c.provider); got != c.want {
 			t.Errorf("wsrepActive(%q, %q) = %v", c.on, c.provider, got)
 		}
+	}
+}
+
+// wsrep_evs_repl_latency: a lone node has no samples; garbage is no
+// measurement rather than a zero round trip.
+func TestParseReplLatency(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want *engine.GaleraLatency
+	}{
+		{"0.1/0.2/0.3/0.05/4", &engine.GaleraLatency{Min: 0.1, Avg: 0.2, Max: 0.3, StdDev: 0.05, Samples: 4}},
+		{"0/0/0/0/0", nil},
+		{"", nil},
+		{"1/2/3/4", nil},
+		{"a/2/3/4/5", nil},
+		{"NaN/2/3/4/5", nil},
+		{"-1/2/3/4/5", nil},
+	} {
+		if got := parseReplLatency(c.in); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("parseReplLatency(%q) = %+v, want %+v", c.in, got, c.want)
+		}
+	}
+	if statFloat("nan") != 0 || statFloat("+Inf") != 0 || statFloat("x") != 0 || statFloat(" 0.25 ") != 0.25 {
+		t.Error("statFloat: NaN, Inf and garbage must read as 0, numbers as themselves")
 	}
 }

@@ -361,6 +361,7 @@ func (x *inspection) applyLive(d *liveData) {
 	in.MySQL.Users = d.Users
 	in.MySQL.UsersErr = d.UsersErr
 	in.MySQL.GaleraStatus, in.MySQL.GaleraErr = d.Galera, d.GaleraErr
+	in.MySQL.Tables = d.Tables
 	if d.DBErr == "" {
 		in.MySQL.Databases = d.Databases
 		in.MySQL.DatabasesVia = "live"
@@ -496,7 +497,7 @@ func (x *inspection) derive() {
 	}
 	in.MySQL.Galera = wsrepActive(in.SettingValue("wsrep_on"), in.SettingValue("wsrep_provider"))
 	if !in.MySQL.Galera {
-		in.MySQL.GaleraStatus, in.MySQL.GaleraErr = nil, ""
+		in.MySQL.GaleraStatus, in.MySQL.GaleraErr, in.MySQL.Tables = nil, "", nil
 	}
 }
 
