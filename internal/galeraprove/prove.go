@@ -102,7 +102,7 @@ func (r *Report) AllMatched() bool {
 // LabInfo is the lab the proof ran on.
 type LabInfo struct {
 	// Name is the lab's name (the caller sets it; the lab does not say).
-	Name  string          `json:"name,omitempty"`
+	Name  string           `json:"name,omitempty"`
 	Nodes []galeralab.Node `json:"nodes"`
 	// SuspectTimeout is the lab's evs.suspect_timeout; Deadline the wait
 	// for a reaction derived from it.
