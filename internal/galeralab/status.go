@@ -1,0 +1,193 @@
+package galeralab
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/dbhost/dbhost/internal/engine"
+)
+
+// connect opens a data node over its socket as root (socket
+// authentication: the lab has no passwords).
+func connect(n Node) (*sql.DB, error) {
+	if n.Arbitrator {
+		return nil, fmt.Errorf("%s is an arbitrator: it has no SQL", n.Name)
+	}
+	cfg := mysql.NewConfig()
+	cfg.Net, cfg.Addr, cfg.User = "unix", n.Socket, "root"
+	cfg.Timeout = 2 * time.Second
+	cfg.ReadTimeout = 10 * time.Second
+	cfg.WriteTimeout = 10 * time.Second
+	cfg.Logger = &mysql.NopLogger{}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+func queryStatus(ctx context.Context, n Node) (map[string]string, error) {
+	db, err := connect(n)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name LIKE 'wsrep%' OR Variable_name = 'Uptime'")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	st := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		st[strings.ToLower(k)] = v
+	}
+	return st, rows.Err()
+}
+
+// Status is a data node's view of its cluster, read live over its socket.
+func (l *Lab) Status(ctx context.Context, name string) (*engine.GaleraStatus, error) {
+	l.mu.Lock()
+	n, _, err := l.node(name)
+	l.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	st, err := queryStatus(ctx, n)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	g := toStatus(st)
+	if g.ClusterStatus == "Primary" {
+		g.Members = members(ctx, n)
+	}
+	return g, nil
+}
+
+func toStatus(st map[string]string) *engine.GaleraStatus {
+	i := func(k string) int { v, _ := strconv.Atoi(st[k]); return v }
+	i64 := func(k string) int64 { v, _ := strconv.ParseInt(st[k], 10, 64); return v }
+	f := func(k string) float64 { v, _ := strconv.ParseFloat(st[k], 64); return v }
+	g := &engine.GaleraStatus{
+		ClusterStatus: st["wsrep_cluster_status"], LocalState: st["wsrep_local_state_comment"],
+		ClusterSize: i("wsrep_cluster_size"), Ready: st["wsrep_ready"] == "ON", Connected: st["wsrep_connected"] == "ON",
+		StateUUID: st["wsrep_cluster_state_uuid"], ClusterWeight: i("wsrep_cluster_weight"), LocalIndex: i("wsrep_local_index"),
+		FlowControlPaused: f("wsrep_flow_control_paused"), LocalRecvQueueAvg: f("wsrep_local_recv_queue_avg"),
+		CertDepsDistance: f("wsrep_cert_deps_distance"), ReplicatedBytes: i64("wsrep_replicated_bytes"),
+		ReceivedBytes: i64("wsrep_received_bytes"), Uptime: i64("uptime"),
+	}
+	for _, a := range strings.Split(st["wsrep_incoming_addresses"], ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			g.IncomingAddresses = append(g.IncomingAddresses, a)
+		}
+	}
+	if p := strings.Fields(st["wsrep_evs_repl_latency"]); len(p) == 5 {
+		var lat engine.GaleraLatency
+		vals := []*float64{&lat.Min, &lat.Avg, &lat.Max, &lat.StdDev}
+		for k, v := range vals {
+			*v, _ = strconv.ParseFloat(strings.TrimSuffix(p[k], "/"), 64)
+		}
+		lat.Samples, _ = strconv.Atoi(p[4])
+		g.ReplLatency = &lat
+	}
+	return g
+}
+
+// members lists the component as mysql.wsrep_cluster_members does (nil
+// when the table cannot be read).
+func members(ctx context.Context, n Node) []engine.GaleraMember {
+	db, err := connect(n)
+	if err != nil {
+		return nil
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, "SELECT node_uuid, node_name, node_incoming_address FROM mysql.wsrep_cluster_members ORDER BY node_name")
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var out []engine.GaleraMember
+	for rows.Next() {
+		var m engine.GaleraMember
+		if rows.Scan(&m.UUID, &m.Name, &m.IncomingAddress) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// synced: a data node Synced and ready in a Primary component of size.
+func synced(st map[string]string, size int) bool {
+	return st["wsrep_cluster_status"] == "Primary" && st["wsrep_local_state_comment"] == "Synced" &&
+		st["wsrep_ready"] == "ON" && (size == 0 || st["wsrep_cluster_size"] == strconv.Itoa(size))
+}
+
+// waitSynced waits until every data node named is Synced in a Primary
+// component of size members (0: any size), or the deadline; the error
+// says what each node lacked and shows its log.
+func (l *Lab) waitSynced(ctx context.Context, names []string, size int, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	last := map[string]string{}
+	for {
+		done := true
+		for _, name := range names {
+			n, _, err := l.node(name)
+			if err != nil {
+				return err
+			}
+			if p := l.procs[name]; p != nil {
+				select {
+				case <-p.exited:
+					return fmt.Errorf("%s exited while the lab waited for it to be Synced; log:\n%s", name, l.logTail(n, 20))
+				default:
+				}
+			}
+			st, err := queryStatus(ctx, n)
+			switch {
+			case err != nil:
+				last[name] = "no answer: " + err.Error()
+				done = false
+			case !synced(st, size):
+				last[name] = fmt.Sprintf("%s, %s, size %s", st["wsrep_cluster_status"], st["wsrep_local_state_comment"], st["wsrep_cluster_size"])
+				done = false
+			}
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			var b strings.Builder
+			want := "any size"
+			if size > 0 {
+				want = fmt.Sprintf("size %d", size)
+			}
+			fmt.Fprintf(&b, "waited %v for %s to be Synced in a Primary component of %s:", within, strings.Join(names, ", "), want)
+			for _, name := range names {
+				if s, ok := last[name]; ok {
+					n, _, _ := l.node(name)
+					fmt.Fprintf(&b, "\n%s: %s; log:\n%s", name, s, l.logTail(n, 12))
+				}
+			}
+			return errors.New(b.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
