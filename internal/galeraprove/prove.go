@@ -325,11 +325,14 @@ func (p *prover) scenario(ctx context.Context, s galera.Scenario) (*Result, erro
 		last = time.Now()
 		step("killed %s at once", strings.Join(s.Members, ", "))
 	case galera.Shutdown:
-		last = time.Now()
+		began := time.Now()
 		if err := p.lab.Shutdown(ctx, s.Members...); err != nil {
 			return res, fmt.Errorf("shut down %s: %w", strings.Join(s.Members, ", "), err)
 		}
-		step("shut down %s cleanly", strings.Join(s.Members, ", "))
+		// The leave is announced: the others' views change while the
+		// members stop, so the reaction counts from the end of it.
+		last = time.Now()
+		step("shut down %s cleanly in %s", strings.Join(s.Members, ", "), Millis(last.Sub(began)))
 	case galera.Partition:
 		if err := p.lab.Partition(s.Sides...); err != nil {
 			return res, fmt.Errorf("partition %s: %w", sides(s.Sides), err)
