@@ -106,6 +106,8 @@ type Lab struct {
 	net     *journal.Journal // the partition's rules, nil when healed
 	start   time.Duration
 	stop    time.Duration
+	stopped bool
+	t0      time.Time // when the current Start or Recover began
 }
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,19}$`)
@@ -345,6 +347,9 @@ func (l *Lab) Stop(ctx context.Context) error {
 	defer unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.stopped {
+		return nil
+	}
 	var data, arb []string
 	for _, n := range l.st.Nodes {
 		if n.Arbitrator {
@@ -379,6 +384,7 @@ func (l *Lab) Stop(ctx context.Context) error {
 		p.reaped(5 * time.Second)
 	}
 	l.stop = time.Since(t0)
+	l.stopped = len(errs) == 0
 	l.logf("stopped in %v", l.stop.Round(time.Millisecond))
 	return errors.Join(errs...)
 }

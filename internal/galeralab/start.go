@@ -55,7 +55,7 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 	}
 	defer unlock()
 	l := &Lab{root: cfg.Root, name: cfg.Name, dir: filepath.Join(cfg.Root, cfg.Name), log: cfg.Log,
-		suspect: cfg.SuspectTimeout, bins: b, procs: map[string]*proc{}}
+		suspect: cfg.SuspectTimeout, bins: b, procs: map[string]*proc{}, t0: t0}
 	if _, err := os.Lstat(journalFile(cfg.Root, cfg.Name)); err == nil {
 		l.logf("removing what an earlier lab of this name left")
 	}
@@ -151,47 +151,44 @@ func (l *Lab) make(ctx context.Context, cfg Config, uid, gid int) error {
 	if err := l.saveState(); err != nil {
 		return err
 	}
-	l.logf("network %s.0/24 ready; installing the system tables", subnet)
+	l.logf("network %s.0/24 ready (%v); installing the system tables", subnet, l.since())
 	first := l.st.Nodes[0]
 	if err := l.installDB(ctx, first, uid, gid); err != nil {
 		return err
 	}
-	l.logf("bootstrapping %s", first.Name)
+	l.logf("bootstrapping %s (%v)", first.Name, l.since())
 	if err := l.startMember(first, true); err != nil {
 		return err
 	}
 	if err := l.waitSynced(ctx, []string{first.Name}, 1, bootstrapTimeout); err != nil {
 		return err
 	}
-	var rest, data []string
-	for _, n := range l.st.Nodes[1:] {
+	// One joiner at a time into the group (members that join together
+	// make the group membership churn for seconds); their state
+	// transfers overlap.
+	var data []string
+	for i, n := range l.st.Nodes[1:] {
 		if err := l.startMember(n, false); err != nil {
 			return err
 		}
-		rest = append(rest, n.Name)
+		if err := l.waitMembers(ctx, first, n, i+2, joinTimeout); err != nil {
+			return err
+		}
+		l.logf("%s joined (%v)", n.Name, l.since())
 	}
 	for _, n := range l.st.Nodes {
 		if !n.Arbitrator {
 			data = append(data, n.Name)
 		}
 	}
-	l.logf("%s joining", joinList(rest))
 	if err := l.waitSynced(ctx, data, len(l.st.Nodes), joinTimeout); err != nil {
 		return err
 	}
 	return l.saveState()
 }
 
-func joinList(names []string) string {
-	s := ""
-	for i, n := range names {
-		if i > 0 {
-			s += ", "
-		}
-		s += n
-	}
-	return s
-}
+// since is the time since the current operation began, for progress.
+func (l *Lab) since() time.Duration { return time.Since(l.t0).Round(100 * time.Millisecond) }
 
 // installDB makes the first node's system tables (as the mysql user); the
 // others get theirs by state transfer when they join.

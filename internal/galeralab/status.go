@@ -191,3 +191,66 @@ func (l *Lab) waitSynced(ctx context.Context, names []string, size int, within t
 		}
 	}
 }
+
+// waitMembers waits until ref, a running data node, counts size members
+// in its Primary component: joiner has joined the group (its state
+// transfer may still run).
+func (l *Lab) waitMembers(ctx context.Context, ref, joiner Node, size int, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	last := ""
+	for {
+		if p := l.procs[joiner.Name]; p != nil {
+			select {
+			case <-p.exited:
+				return fmt.Errorf("%s exited while joining; log:\n%s", joiner.Name, l.logTail(joiner, 20))
+			default:
+			}
+		}
+		st, err := queryStatus(ctx, ref)
+		if err == nil {
+			if n, _ := strconv.Atoi(st["wsrep_cluster_size"]); n >= size && st["wsrep_cluster_status"] == "Primary" {
+				return nil
+			}
+			last = fmt.Sprintf("%s sees %s, size %s", ref.Name, st["wsrep_cluster_status"], st["wsrep_cluster_size"])
+		} else {
+			last = ref.Name + ": no answer: " + err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waited %v for %s to join (%s); log of %s:\n%s", within, joiner.Name, last, joiner.Name, l.logTail(joiner, 15))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitSize waits until ref's Primary component has exactly size members.
+// When ref's component loses Primary meanwhile (members killed just
+// before a recovery are noticed only after the suspect timeout), it is
+// bootstrapped: a recovery wants one Primary component.
+func (l *Lab) waitSize(ctx context.Context, ref Node, size int, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	last := ""
+	for {
+		st, err := queryStatus(ctx, ref)
+		if err == nil {
+			if st["wsrep_cluster_size"] == strconv.Itoa(size) && st["wsrep_cluster_status"] == "Primary" {
+				return nil
+			}
+			if st["wsrep_cluster_status"] == "non-Primary" {
+				if err := l.bootstrapRunning(ctx, ref.Name); err != nil {
+					return err
+				}
+			}
+			last = fmt.Sprintf("%s, size %s", st["wsrep_cluster_status"], st["wsrep_cluster_size"])
+		} else {
+			last = "no answer: " + err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waited %v for %s to count %d members in a Primary component (%s); log:\n%s", within, ref.Name, size, last, l.logTail(ref, 15))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
