@@ -86,9 +86,7 @@ func (f *fakeLab) reform() {
 	f.pending = false
 	groups := [][]string{}
 	if f.sides != nil {
-		for _, s := range f.sides {
-			groups = append(groups, s)
-		}
+		groups = append(groups, f.sides...)
 	} else {
 		var all []string
 		for _, m := range f.layout.Members {

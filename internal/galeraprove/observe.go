@@ -103,18 +103,20 @@ func (p *prover) reach(s galera.Scenario) map[string]int {
 // and held for settleHold looks, or until the deadline.
 func (p *prover) observe(ctx context.Context, s galera.Scenario, deadline time.Duration) observation {
 	end := time.Now().Add(deadline)
-	reach := p.reach(s)
-	names := make([]string, 0, len(reach))
-	for _, n := range p.data {
-		if _, ok := reach[n]; ok {
-			names = append(names, n)
-		}
-	}
 	var o observation
 	held := 0
 	var first time.Time
 	for {
 		now := time.Now()
+		// Who runs is asked at every look: a member that stops on its
+		// own changes what the others can reach.
+		reach := p.reach(s)
+		names := make([]string, 0, len(reach))
+		for _, n := range p.data {
+			if _, ok := reach[n]; ok {
+				names = append(names, n)
+			}
+		}
 		o.views = o.views[:0]
 		all := true
 		for _, n := range names {

@@ -381,6 +381,14 @@ func (p *prover) scenario(ctx context.Context, s galera.Scenario) (*Result, erro
 		res.Notes = append(res.Notes, fmt.Sprintf("the nodes' views did not settle within %s", Millis(p.o.Deadline)))
 	}
 	judge(res, obs, p.data)
+	// A member that stopped without the scenario stopping it makes the
+	// scenario another one: the prediction was for this one.
+	for _, m := range p.layout.Members {
+		if !contains(s.Members, m.Name) && !p.lab.Running(m.Name) {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s stopped during the scenario without being made to", m.Name))
+			res.Match = false
+		}
+	}
 	if s.Kind == galera.Partition {
 		if err := p.lab.Heal(); err != nil {
 			return res, fmt.Errorf("heal the partition: %w", err)

@@ -297,3 +297,30 @@ func TestDefaultDeadline(t *testing.T) {
 		t.Errorf("Galera's default: %s", d)
 	}
 }
+
+// A member that stops on its own (garbd refused by a busy donor, say)
+// makes the scenario another one: reported, and no match; the wait ends
+// on the views of what is left (node1 and garbd lost together: 2 of 4).
+func TestMemberStoppingOnItsOwn(t *testing.T) {
+	f := newFake("3+garbd", detect)
+	f.lie = func(name string, st *engine.GaleraStatus) {
+		if !f.running["node1"] && f.running["garbd"] {
+			f.running["garbd"] = false // called with f.mu held
+			f.pending, f.due = true, time.Now().Add(f.detect)
+		}
+	}
+	s := galera.Scenario{Name: "kill_at_once_1", Kind: galera.KillAtOnce, Members: []string{"node1"}}
+	r, err := run(context.Background(), f, Options{Scenarios: []galera.Scenario{s}, Deadline: time.Second, poll: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := r.Results[0]
+	if res.Match || !res.Settled || !strings.Contains(strings.Join(res.Notes, "\n"), "garbd stopped during the scenario without being made to") {
+		t.Fatalf("want a settled mismatch naming garbd: %+v", res)
+	}
+	for _, n := range res.Nodes {
+		if n.Reach != 2 || n.ClusterSize != 2 || n.Primary() {
+			t.Errorf("%s: %+v, want non-Primary/2 reaching 2 once garbd is gone", n.Name, n)
+		}
+	}
+}

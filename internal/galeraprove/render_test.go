@@ -124,7 +124,7 @@ func TestRenderersEscape(t *testing.T) {
 	if strings.ContainsAny(txt.String(), "\x1b\x07") {
 		t.Errorf("control characters reach the terminal:\n%q", txt.String())
 	}
-	if !strings.Contains(txt.String(), `\x1b]0;owned\x07`) {
+	if !strings.Contains(txt.String(), `\x1b]0;owned`) {
 		t.Errorf("the name is not shown escaped:\n%s", txt.String())
 	}
 }
