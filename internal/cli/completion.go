@@ -110,6 +110,7 @@ func formatNames() map[string][]string {
 		"dbhost results show":    showFormats.Names(),
 		"dbhost results compare": compareFormats.Names(),
 		"dbhost results report":  reportFormats.Names(),
+		"dbhost lab galera":      labProveFormats,
 	}
 }
 

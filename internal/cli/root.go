@@ -87,6 +87,7 @@ func (a *app) root() *cobra.Command {
 	root.AddCommand(
 		a.auditCmd(), a.collectCmd(), a.checksCmd(), a.fixCmd(), a.memCmd(), a.contentionCmd(),
 		a.experimentCmd(), a.resultsCmd(), a.serveCmd(), a.diffCmd(), a.fleetCmd(),
+		a.labCmd(),
 		a.completionCmd(root), a.manCmd(root), a.versionCmd(),
 	)
 	root.InitDefaultHelpCmd() // now, so that compatArgs finds 'help'

@@ -112,6 +112,22 @@ type Lab struct {
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,19}$`)
 
+// ErrNoLab: no lab of that name.
+var ErrNoLab = errors.New("no such lab")
+
+// Check says why Start would refuse cfg, without starting anything.
+func Check(cfg Config) error { return cfg.normalize() }
+
+// Up reports whether any member of the lab runs.
+func (l *Lab) Up() bool {
+	for _, n := range l.Nodes() {
+		if l.Running(n.Name) {
+			return true
+		}
+	}
+	return false
+}
+
 // normalize fills defaults and refuses what the lab cannot run.
 func (c *Config) normalize() error {
 	if c.Name == "" {
@@ -277,7 +293,7 @@ func Open(root, name string) (*Lab, error) {
 	jf := journalFile(c.Root, c.Name)
 	if _, err := os.Lstat(jf); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no lab named %s in %s", c.Name, c.Root)
+			return nil, fmt.Errorf("%w: no lab named %s in %s", ErrNoLab, c.Name, c.Root)
 		}
 		return nil, err
 	}
@@ -361,10 +377,10 @@ func (l *Lab) Stop(ctx context.Context) error {
 	var errs []error
 	// A failed clean shutdown is not Stop's failure: the journal's undo
 	// kills what is left.
-	if err := l.shutdown(ctx, stopTimeout, data...); err != nil {
+	if err := l.shutdown(ctx, stopTimeout, true, data...); err != nil {
 		l.logf("%v", err)
 	}
-	if err := l.shutdown(ctx, stopTimeout, arb...); err != nil {
+	if err := l.shutdown(ctx, stopTimeout, true, arb...); err != nil {
 		l.logf("%v", err)
 	}
 	if l.net != nil {

@@ -21,7 +21,7 @@ import (
 // bins are the programs the lab runs, each checked to be root's alone
 // (file, directories and links on its path) before it is run as root.
 type bins struct {
-	ip, iptables, setpriv, mariadbd, installDB, garbd, provider string
+	ip, iptables, setpriv, sed, mariadbd, installDB, garbd, provider string
 }
 
 // Paths of the distribution's packages (Debian/Ubuntu).
@@ -29,6 +29,7 @@ var binPaths = bins{
 	ip:        "/usr/bin/ip",
 	iptables:  "/usr/sbin/iptables",
 	setpriv:   "/usr/bin/setpriv",
+	sed:       "/usr/bin/sed",
 	mariadbd:  "/usr/sbin/mariadbd",
 	installDB: "/usr/bin/mariadb-install-db",
 	garbd:     "/usr/bin/garbd",
@@ -39,7 +40,7 @@ var binPaths = bins{
 var sstPrograms = []string{"/usr/bin/wsrep_sst_rsync", "/usr/bin/wsrep_sst_common", "/usr/bin/rsync"}
 
 var packageOf = map[string]string{
-	"/usr/bin/ip": "iproute2", "/usr/sbin/iptables": "iptables", "/usr/bin/setpriv": "util-linux",
+	"/usr/bin/ip": "iproute2", "/usr/sbin/iptables": "iptables", "/usr/bin/setpriv": "util-linux", "/usr/bin/sed": "sed",
 	"/usr/sbin/mariadbd": "mariadb-server", "/usr/bin/mariadb-install-db": "mariadb-server",
 	"/usr/bin/garbd": "galera-arbitrator-4", "/usr/lib/galera/libgalera_smm.so": "galera-4",
 	"/usr/bin/wsrep_sst_rsync": "mariadb-server", "/usr/bin/wsrep_sst_common": "mariadb-server", "/usr/bin/rsync": "rsync",
@@ -53,7 +54,7 @@ func trustedBins() (bins, error) {
 		return bins{}, err
 	}
 	defer h.Close()
-	for _, p := range append([]string{binPaths.ip, binPaths.iptables, binPaths.setpriv, binPaths.mariadbd,
+	for _, p := range append([]string{binPaths.ip, binPaths.iptables, binPaths.setpriv, binPaths.sed, binPaths.mariadbd,
 		binPaths.installDB, binPaths.provider}, sstPrograms...) {
 		if err := trusted(h, p); err != nil {
 			return bins{}, err
@@ -87,9 +88,6 @@ var cleanEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 // run runs a program (argument list, no shell) with a deadline and returns
 // its combined output.
 func (b bins) run(ctx context.Context, name string, args ...string) (string, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -216,7 +214,7 @@ func (b bins) subnetsInUse() (map[int]bool, error) {
 		if !strings.HasPrefix(e.Name(), nsPrefix) {
 			continue
 		}
-		out, err := b.run(nil, b.ip, "-n", e.Name(), "-4", "-o", "addr", "show")
+		out, err := b.run(context.Background(), b.ip, "-n", e.Name(), "-4", "-o", "addr", "show")
 		if err != nil {
 			continue
 		}
@@ -276,11 +274,13 @@ func (l *Lab) makeNetwork(ctx context.Context, c Config) (string, error) {
 }
 
 func (l *Lab) addNs(ctx context.Context, ns string) error {
+	// Checked before it is journaled: the undo of a namespace this lab
+	// did not make must not delete it.
+	if nsExists(ns) {
+		return fmt.Errorf("namespace %s exists already and no lab journal names it: `ip netns delete %s` if nothing runs in it", ns, ns)
+	}
 	if err := l.j.Record(kindNetns, "network namespace "+ns, netnsRecord{Name: ns}); err != nil {
 		return err
-	}
-	if nsExists(ns) {
-		return fmt.Errorf("namespace %s exists already (another lab's leftover?): `ip netns delete %s` if nothing runs in it", ns, ns)
 	}
 	return l.bins.must(ctx, l.bins.ip, "netns", "add", ns)
 }
@@ -365,7 +365,7 @@ func (l *Lab) Partition(sides ...[]string) error {
 			return err
 		}
 		for _, r := range rules {
-			if err := l.bins.must(nil, l.bins.ip, append([]string{"netns", "exec", n.Netns, l.bins.iptables, "-w", "5", "-I"}, r...)...); err != nil {
+			if err := l.bins.must(context.Background(), l.bins.ip, append([]string{"netns", "exec", n.Netns, l.bins.iptables, "-w", "5", "-I"}, r...)...); err != nil {
 				return err
 			}
 		}

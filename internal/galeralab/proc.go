@@ -268,14 +268,18 @@ func (l *Lab) Shutdown(ctx context.Context, names ...string) error {
 			return err
 		}
 	}
-	if err := l.shutdown(ctx, stopTimeout, names...); err != nil {
+	if err := l.shutdown(ctx, stopTimeout, false, names...); err != nil {
 		return err
 	}
 	l.logf("shut down %s", strings.Join(names, ", "))
 	return nil
 }
 
-func (l *Lab) shutdown(ctx context.Context, timeout time.Duration, names ...string) error {
+// shutdown stops members cleanly, concurrently. With quick (Stop), a
+// data node that does not answer over its socket (starting, or waiting
+// for a state transfer: a clean shutdown would wait for the transfer)
+// is killed at once.
+func (l *Lab) shutdown(ctx context.Context, timeout time.Duration, quick bool, names ...string) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(names))
 	for i, name := range names {
@@ -288,10 +292,16 @@ func (l *Lab) shutdown(ctx context.Context, timeout time.Duration, names ...stri
 		if pid == 0 {
 			continue
 		}
-		syscall.Kill(pid, syscall.SIGTERM)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if quick && !n.Arbitrator {
+				if _, err := queryStatus(ctx, n); err != nil {
+					killNetns(n.Netns, 0)
+					return
+				}
+			}
+			syscall.Kill(pid, syscall.SIGTERM)
 			t := time.NewTimer(timeout)
 			defer t.Stop()
 			for l.mainPID(n) != 0 {

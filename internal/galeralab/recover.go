@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dbhost/dbhost/internal/safefile"
+	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
 // recoverTimeout bounds each wait of a recovery: a restarted node's
@@ -182,7 +183,7 @@ func (l *Lab) bootstrapFromDisk(ctx context.Context, down []string) (string, err
 	}
 	n, _, _ := l.node(best)
 	l.logf("no data node runs: bootstrapping %s (seqno %d) as a new cluster", best, bestSeq)
-	if err := safeToBootstrap(n.DataDir); err != nil {
+	if err := l.safeToBootstrap(ctx, n); err != nil {
 		return "", fmt.Errorf("recover: %s: %w", best, err)
 	}
 	if err := l.startMember(n, true); err != nil {
@@ -193,27 +194,27 @@ func (l *Lab) bootstrapFromDisk(ctx context.Context, down []string) (string, err
 
 // readGrastate reads grastate.dat without following a link (the directory
 // is the mysql user's).
-func readGrastate(dataDir string) (string, os.FileInfo, error) {
+func readGrastate(dataDir string) (string, error) {
 	p := filepath.Join(dataDir, "grastate.dat")
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", nil, err
+		return "", err
 	}
 	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 64<<10 {
-		return "", nil, fmt.Errorf("%s is not a small regular file", p)
+		return "", fmt.Errorf("%s is not a small regular file", p)
 	}
 	b := make([]byte, fi.Size())
 	if _, err := f.ReadAt(b, 0); err != nil && fi.Size() > 0 {
-		return "", nil, err
+		return "", err
 	}
-	return string(b), fi, nil
+	return string(b), nil
 }
 
 func grastateSeqno(dataDir string) int64 {
-	s, _, err := readGrastate(dataDir)
+	s, err := readGrastate(dataDir)
 	if err != nil {
 		return -2
 	}
@@ -228,27 +229,24 @@ func grastateSeqno(dataDir string) int64 {
 	return -2
 }
 
-// safeToBootstrap sets safe_to_bootstrap: 1 in grastate.dat (a crashed
-// node has 0, and Galera then refuses --wsrep-new-cluster).
-func safeToBootstrap(dataDir string) error {
-	s, fi, err := readGrastate(dataDir)
+// safeToBootstrap sets safe_to_bootstrap: 1 in a node's grastate.dat (a
+// crashed node has 0, and Galera then refuses --wsrep-new-cluster). sed
+// edits it as the mysql user, whose directory it is: root writes nothing
+// there, where the mysql user could have put a link.
+func (l *Lab) safeToBootstrap(ctx context.Context, n Node) error {
+	uid, gid, err := mysqlIDs()
 	if err != nil {
 		return err
 	}
-	lines := strings.Split(s, "\n")
-	found := false
-	for i, line := range lines {
-		if k, _, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "safe_to_bootstrap" {
-			lines[i], found = "safe_to_bootstrap: 1", true
-		}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, l.bins.sed, "-i", "-e", "s/^safe_to_bootstrap: *0 *$/safe_to_bootstrap: 1/",
+		filepath.Join(n.DataDir, "grastate.dat"))
+	cmd.Env = cleanEnv
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("sed grastate.dat: %v: %s", err, termsafe.Line(string(out)))
 	}
-	if !found {
-		return nil // an old format without the flag: nothing refuses
-	}
-	p := filepath.Join(dataDir, "grastate.dat")
-	if err := safefile.WriteBytes(p, 0o660, []byte(strings.Join(lines, "\n"))); err != nil {
-		return err
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	return os.Lchown(p, int(st.Uid), int(st.Gid))
+	return nil
 }

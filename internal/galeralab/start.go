@@ -97,7 +97,23 @@ func prepareRoot(root string) error {
 		return fmt.Errorf("lab root %s: %w", root, err)
 	}
 	d.Close()
-	return os.Chmod(root, 0o711)
+	if err := os.Chmod(root, 0o711); err != nil {
+		return err
+	}
+	// The servers run as mysql: every directory above theirs must let
+	// others through, or they fail later with a bare "permission denied".
+	for p := filepath.Dir(root); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("lab root %s: the mysql user cannot pass through %s (mode %s): choose another root", root, p, fi.Mode().Perm())
+		}
+		if p == "/" {
+			return nil
+		}
+	}
 }
 
 func randomHex(n int) (string, error) {

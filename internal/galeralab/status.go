@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,13 @@ import (
 func connect(n Node) (*sql.DB, error) {
 	if n.Arbitrator {
 		return nil, fmt.Errorf("%s is an arbitrator: it has no SQL", n.Name)
+	}
+	// The socket is in the mysql user's directory: a link there could
+	// send root's statements to another server.
+	if fi, err := os.Lstat(n.Socket); err != nil {
+		return nil, err
+	} else if fi.Mode().Type() != os.ModeSocket {
+		return nil, fmt.Errorf("%s is not a socket (%s)", n.Socket, fi.Mode().Type())
 	}
 	cfg := mysql.NewConfig()
 	cfg.Net, cfg.Addr, cfg.User = "unix", n.Socket, "root"
@@ -95,11 +103,12 @@ func toStatus(st map[string]string) *engine.GaleraStatus {
 			g.IncomingAddresses = append(g.IncomingAddresses, a)
 		}
 	}
-	if p := strings.Fields(st["wsrep_evs_repl_latency"]); len(p) == 5 {
+	// min/avg/max/stddev/samples
+	if p := strings.Split(strings.TrimSpace(st["wsrep_evs_repl_latency"]), "/"); len(p) == 5 {
 		var lat engine.GaleraLatency
 		vals := []*float64{&lat.Min, &lat.Avg, &lat.Max, &lat.StdDev}
 		for k, v := range vals {
-			*v, _ = strconv.ParseFloat(strings.TrimSuffix(p[k], "/"), 64)
+			*v, _ = strconv.ParseFloat(p[k], 64)
 		}
 		lat.Samples, _ = strconv.Atoi(p[4])
 		g.ReplLatency = &lat

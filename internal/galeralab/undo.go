@@ -1,6 +1,7 @@
 package galeralab
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,7 +130,7 @@ func undoNetns(data json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	if out, err := b.run(nil, b.ip, "netns", "delete", r.Name); err != nil && nsExists(r.Name) {
+	if out, err := b.run(context.Background(), b.ip, "netns", "delete", r.Name); err != nil && nsExists(r.Name) {
 		return fmt.Errorf("ip netns delete %s: %v: %s", r.Name, err, out)
 	}
 	return nil
@@ -150,10 +151,10 @@ func undoVeth(data json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	if _, err := b.run(nil, b.ip, "-n", r.Netns, "link", "show", r.Link); err != nil {
+	if _, err := b.run(context.Background(), b.ip, "-n", r.Netns, "link", "show", r.Link); err != nil {
 		return nil // gone already
 	}
-	if out, err := b.run(nil, b.ip, "-n", r.Netns, "link", "del", r.Link); err != nil {
+	if out, err := b.run(context.Background(), b.ip, "-n", r.Netns, "link", "del", r.Link); err != nil {
 		return fmt.Errorf("ip -n %s link del %s: %v: %s", r.Netns, r.Link, err, out)
 	}
 	return nil
@@ -181,10 +182,10 @@ func undoRules(data json.RawMessage) error {
 			continue
 		}
 		// -C first: a rule gone already (Heal ran) is done.
-		if _, err := b.run(nil, b.ip, append([]string{"netns", "exec", r.Netns, b.iptables, "-w", "5", "-C"}, rule...)...); err != nil {
+		if _, err := b.run(context.Background(), b.ip, append([]string{"netns", "exec", r.Netns, b.iptables, "-w", "5", "-C"}, rule...)...); err != nil {
 			continue
 		}
-		if out, err := b.run(nil, b.ip, append([]string{"netns", "exec", r.Netns, b.iptables, "-w", "5", "-D"}, rule...)...); err != nil {
+		if out, err := b.run(context.Background(), b.ip, append([]string{"netns", "exec", r.Netns, b.iptables, "-w", "5", "-D"}, rule...)...); err != nil {
 			errs = append(errs, fmt.Errorf("iptables -D %s in %s: %v: %s", strings.Join(rule, " "), r.Netns, err, out))
 		}
 	}
