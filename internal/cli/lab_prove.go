@@ -46,13 +46,9 @@ func runGaleraProve(ctx context.Context, a *app, cfg galeralab.Config, html, for
 	if cfg.Name == "" {
 		cfg.Name = "galera"
 	}
-	if old, err := galeralab.Open(cfg.Root, cfg.Name); err == nil {
-		for _, n := range old.Nodes() {
-			if old.Running(n.Name) {
-				return fail(fmt.Errorf("a lab named %s is running; the proof kills its members: stop it ('dbhost lab galera --stop --name %s') or prove on another name (--name)",
-					termsafe.Line(cfg.Name), termsafe.Line(cfg.Name)))
-			}
-		}
+	if old, err := galeralab.Open(cfg.Root, cfg.Name); err == nil && old.Up() {
+		return fail(fmt.Errorf("a lab named %s is running; the proof kills its members: stop it ('dbhost lab galera --stop --name %s') or prove on another name (--name)",
+			termsafe.Line(cfg.Name), termsafe.Line(cfg.Name)))
 	}
 	if cfg.Log == nil {
 		cfg.Log = env.Stderr
