@@ -220,27 +220,30 @@ func run(ctx context.Context, l lab, o Options) (*Report, error) {
 		}
 	}
 	defer func() { r.Elapsed = Millis(time.Since(r.Started)) }()
-	for i, s := range scenarios {
+	// Every scenario is checked before the lab is touched.
+	for _, s := range scenarios {
 		if err := checkScenario(layout, s); err != nil {
 			r.Error = err.Error()
 			return r, err
 		}
+	}
+	for i, s := range scenarios {
 		p.logf("scenario %d/%d: %s", i+1, len(scenarios), describe(s))
 		res, err := p.scenario(ctx, s)
-		if res != nil {
-			r.Results = append(r.Results, *res)
-			r.Total++
-			if res.Match {
-				r.Matched++
-			}
-			p.logf("  %s: predicted %s, observed %s (%s after the failure)", verdict(res.Match),
-				outcome(res.Prediction.Survives), outcome(res.Survived), res.React)
-		}
 		if err != nil {
+			// A scenario cut short proves nothing: the error says
+			// where it stopped, the report keeps the ones done.
 			err = fmt.Errorf("scenario %q: %w", s.Name, err)
 			r.Error = err.Error()
 			return r, err
 		}
+		r.Results = append(r.Results, *res)
+		r.Total++
+		if res.Match {
+			r.Matched++
+		}
+		p.logf("  %s: predicted %s, observed %s (%s after the failure)", verdict(res.Match),
+			outcome(res.Prediction.Survives), outcome(res.Survived), res.React)
 	}
 	return r, nil
 }
@@ -302,8 +305,7 @@ func (p *prover) logf(format string, args ...any) {
 	}
 }
 
-// scenario runs one scenario from a healthy baseline. A non-nil result
-// comes back also with an error once the failure was made.
+// scenario runs one scenario from a healthy baseline.
 func (p *prover) scenario(ctx context.Context, s galera.Scenario) (*Result, error) {
 	t0 := time.Now()
 	res := &Result{Scenario: s, Prediction: p.layout.Predict(s)}

@@ -324,3 +324,14 @@ func TestMemberStoppingOnItsOwn(t *testing.T) {
 		}
 	}
 }
+
+// A bad scenario anywhere in the list is refused before the first one runs.
+func TestScenariosCheckedFirst(t *testing.T) {
+	f := newFake("3", detect)
+	good := galera.Scenario{Name: "kill_at_once_1", Kind: galera.KillAtOnce, Members: []string{"node1"}}
+	bad := galera.Scenario{Name: "bad", Kind: galera.KillAtOnce, Members: []string{"node7"}}
+	r, err := run(context.Background(), f, Options{Scenarios: []galera.Scenario{good, bad}})
+	if err == nil || !strings.Contains(err.Error(), `"node7"`) || f.recoverCalls != 0 || r.Total != 0 {
+		t.Fatalf("error %v, %d recoveries, %d results: want a refusal before any", err, f.recoverCalls, r.Total)
+	}
+}
