@@ -106,11 +106,11 @@ func formatNames() map[string][]string {
 		"dbhost experiment":      summaryFormats.Names(),
 		"dbhost diff":            diffFormats.Names(),
 		"dbhost fleet report":    fleetFormats.Names(),
+		"dbhost lab galera":      labProveFormats,
 		"dbhost results list":    listFormats.Names(),
 		"dbhost results show":    showFormats.Names(),
 		"dbhost results compare": compareFormats.Names(),
 		"dbhost results report":  reportFormats.Names(),
-		"dbhost lab galera":      labProveFormats,
 	}
 }
 

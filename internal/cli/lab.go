@@ -132,11 +132,13 @@ func (a *app) runLabGalera(ctx context.Context, f labFlags) int {
 	if err != nil {
 		return a.labFail("%v", err)
 	}
-	if f.prove {
-		return runGaleraProve(ctx, a, cfg, f.html, f.format)
-	}
+	// Start replaces a lab of the same name (a crashed run's); one that
+	// runs is the user's: refused.
 	if l, err := galeralab.Open(galeralab.DefaultRoot, f.name); err == nil && l.Up() {
 		return a.labFail("a lab named %s runs already: --status shows it, --stop removes it, --name starts another", f.name)
+	}
+	if f.prove {
+		return runGaleraProve(ctx, a, cfg, f.html, f.format)
 	}
 	l, err := galeralab.Start(ctx, cfg)
 	if err != nil {

@@ -60,7 +60,7 @@ func TestLabGaleraCommand(t *testing.T) {
 	t.Parallel()
 	name := "clitest"
 	t.Cleanup(func() { galeralab.Remove(galeralab.DefaultRoot, name) })
-	code, out, errs := runCLI(t, "lab", "galera", "--name", name, "--nodes", "2", "--weight", "node1=2", "--suspect-timeout", "1s")
+	code, out, errs := runCLI(t, "lab", "galera", "--name", name, "--nodes", "2", "--weight", "node1=2", "--suspect-timeout", "3s")
 	if code != ExitOK || !strings.Contains(out, "lab clitest: 2 data nodes Synced in one Primary component") ||
 		!strings.Contains(out, "weight 2  mariadb --socket=/var/lib/dbhost/lab/clitest/node1/mysqld.sock") ||
 		!strings.Contains(out, "stop:    sudo dbhost lab galera --stop --name clitest") {
@@ -70,7 +70,7 @@ func TestLabGaleraCommand(t *testing.T) {
 		t.Errorf("second start: exit %d, %s", code, errs)
 	}
 	code, out, errs = runCLI(t, "lab", "galera", "--status", "--name", name)
-	if code != ExitOK || strings.Count(out, "Primary Synced, size 2, weight 3: node1 node2") != 2 || !strings.Contains(out, "suspect timeout 1s") {
+	if code != ExitOK || strings.Count(out, "Primary Synced, size 2, weight 3: node1 node2") != 2 || !strings.Contains(out, "suspect timeout 3s") {
 		t.Errorf("status: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs = runCLI(t, "lab", "galera", "--stop", "--name", name)

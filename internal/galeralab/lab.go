@@ -231,11 +231,16 @@ func (l *Lab) logf(format string, a ...any) {
 	}
 }
 
-// Nodes returns the members, data nodes first.
+// Nodes returns the members, data nodes first, each with the PID of its
+// server (or garbd) now, 0 when it is down.
 func (l *Lab) Nodes() []Node {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]Node(nil), l.st.Nodes...)
+	nodes := append([]Node(nil), l.st.Nodes...)
+	l.mu.Unlock()
+	for i := range nodes {
+		nodes[i].PID = l.mainPID(nodes[i])
+	}
+	return nodes
 }
 
 // Name is the lab's name; Dir its directory.
@@ -290,6 +295,12 @@ func Open(root, name string) (*Lab, error) {
 	if err := c.normalize(); err != nil {
 		return nil, err
 	}
+	if err := checkRoot(c.Root); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: no lab named %s in %s", ErrNoLab, c.Name, c.Root)
+		}
+		return nil, err
+	}
 	jf := journalFile(c.Root, c.Name)
 	if _, err := os.Lstat(jf); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -324,6 +335,12 @@ func Open(root, name string) (*Lab, error) {
 func Remove(root, name string) error {
 	c := Config{Root: root, Name: name, Nodes: 2}
 	if err := c.normalize(); err != nil {
+		return err
+	}
+	if err := checkRoot(c.Root); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
 		return err
 	}
 	unlock, err := lockLab(c.Name)

@@ -141,7 +141,9 @@ func TestLab(t *testing.T) {
 	ctx := context.Background()
 	root := labRoot(t)
 	rules := rootRules(t)
-	l, err := Start(ctx, Config{Name: "t", Root: root, Nodes: 3, Arbitrator: true, Log: testLog{t}})
+	// 3 s: on a loaded 2-CPU host a shorter suspect timeout may suspect a
+	// live node, and the test would watch a failure it did not make.
+	l, err := Start(ctx, Config{Name: "t", Root: root, Nodes: 3, Arbitrator: true, SuspectTimeout: 3 * time.Second, Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +175,7 @@ func TestLab(t *testing.T) {
 	}
 	// Another process finds the running lab.
 	o, err := Open(root, "t")
-	if err != nil || len(o.Nodes()) != 4 || !o.Up() || o.SuspectTimeout() != 2*time.Second {
+	if err != nil || len(o.Nodes()) != 4 || !o.Up() || o.SuspectTimeout() != 3*time.Second {
 		t.Fatalf("open: %v", err)
 	}
 
@@ -237,7 +239,7 @@ func TestLabCrash(t *testing.T) {
 	ctx := context.Background()
 	root := labRoot(t)
 	rules := rootRules(t)
-	old, err := Start(ctx, Config{Name: "c", Root: root, Nodes: 2, Log: testLog{t}})
+	old, err := Start(ctx, Config{Name: "c", Root: root, Nodes: 2, SuspectTimeout: 3 * time.Second, Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +248,7 @@ func TestLabCrash(t *testing.T) {
 		t.Fatalf("pids %v", oldPIDs)
 	}
 	// Dropped: a process that crashed never stops it.
-	l, err := Start(ctx, Config{Name: "c", Root: root, Nodes: 2, Log: testLog{t}})
+	l, err := Start(ctx, Config{Name: "c", Root: root, Nodes: 2, SuspectTimeout: 3 * time.Second, Log: testLog{t}})
 	if err != nil {
 		old.Stop(ctx)
 		t.Fatal(err)

@@ -39,6 +39,7 @@ func TestConfig(t *testing.T) {
 		{Config{Options: []string{"noequals"}}, "NAME=VALUE"},
 		{Config{Options: []string{"a b=1"}}, "NAME=VALUE"},
 		{Config{Options: []string{"init_connect=x\ny"}}, "control character"},
+		{Config{Options: []string{"wsrep_sst_auth=sst:s3cret"}}, "holds a secret"},
 	}
 	for _, b := range bad {
 		err := Check(b.c)
@@ -200,10 +201,21 @@ func TestUndoRefuses(t *testing.T) {
 	}
 }
 
-// Open refuses a name that is no lab, and a directory without the
-// marker.
+// Open refuses a name that is no lab, a directory without the marker,
+// and a root others can write in (its journals are not believed).
 func TestOpenRefuses(t *testing.T) {
 	root := t.TempDir()
+	if _, err := Open(filepath.Join(root, "missing"), "x"); !errors.Is(err, ErrNoLab) {
+		t.Errorf("no root: %v", err)
+	}
+	os.Chmod(root, 0o777)
+	if _, err := Open(root, "x"); err == nil || !strings.Contains(err.Error(), "only root can write in") {
+		t.Errorf("writable root: %v", err)
+	}
+	if err := Remove(root, "x"); err == nil {
+		t.Error("Remove believed a writable root")
+	}
+	os.Chmod(root, 0o700)
 	if _, err := Open(root, "none"); !errors.Is(err, ErrNoLab) {
 		t.Errorf("no lab: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/termsafe"
 )
 
@@ -398,6 +399,10 @@ func parseOption(o string) (name, value string, err error) {
 	}
 	if strings.ContainsAny(value, "\n\r\x00") {
 		return "", "", fmt.Errorf("option %s: the value holds a control character", name)
+	}
+	// A server's command line is world-readable (/proc/PID/cmdline).
+	if host.RedactValue(strings.ReplaceAll(name, "-", "_"), value) != value {
+		return "", "", fmt.Errorf("option %s holds a secret, and every user sees a server's command line: the lab needs none (it uses rsync state transfers and socket authentication)", name)
 	}
 	if reserved[name] {
 		return "", "", fmt.Errorf("option %s: the lab sets it itself (%s)", name, strings.Join(sortedKeys(reserved), ", "))

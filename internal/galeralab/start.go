@@ -56,14 +56,15 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 	defer unlock()
 	l := &Lab{root: cfg.Root, name: cfg.Name, dir: filepath.Join(cfg.Root, cfg.Name), log: cfg.Log,
 		suspect: cfg.SuspectTimeout, bins: b, procs: map[string]*proc{}, t0: t0}
+	// The root is checked before any journal in it is believed.
+	if err := prepareRoot(cfg.Root); err != nil {
+		return nil, err
+	}
 	if _, err := os.Lstat(journalFile(cfg.Root, cfg.Name)); err == nil {
 		l.logf("removing what an earlier lab of this name left")
 	}
 	if err := removeStale(cfg.Root, cfg.Name); err != nil {
 		return nil, fmt.Errorf("lab %s: removing an earlier lab of this name: %w", cfg.Name, err)
-	}
-	if err := prepareRoot(cfg.Root); err != nil {
-		return nil, err
 	}
 	if _, err := os.Lstat(l.dir); err == nil {
 		return nil, fmt.Errorf("%s exists and no lab journal names it: not touching it", l.dir)
@@ -92,6 +93,9 @@ func Start(ctx context.Context, cfg Config) (*Lab, error) {
 // prepareRoot makes the labs' root directory: root's own, mode 0711 (the
 // mysql user reaches its own directories below, lists nothing).
 func prepareRoot(root string) error {
+	if err := checkRoot(root); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	d, err := safefile.OpenDir(root)
 	if err != nil {
 		return fmt.Errorf("lab root %s: %w", root, err)
@@ -114,6 +118,26 @@ func prepareRoot(root string) error {
 			return nil
 		}
 	}
+}
+
+// checkRoot refuses a labs' root that someone other than root could
+// write in (a journal planted there would direct root's undos): the
+// directory must be root's and writable by nobody else, every directory
+// above it root's or sticky (safefile.OpenDir).
+func checkRoot(root string) error {
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("lab root %s is not a directory only root can write in (%s)", root, fi.Mode())
+	}
+	d, err := safefile.OpenDir(root)
+	if err != nil {
+		return fmt.Errorf("lab root %s: %w", root, err)
+	}
+	return d.Close()
 }
 
 func randomHex(n int) (string, error) {

@@ -18,6 +18,9 @@ import (
 // Journal kinds of a lab. The lab keeps its own: its undos find processes
 // by the namespace they run in and remove a directory only when it holds
 // the lab's marker, which none of internal/change's kinds expresses.
+// Processes have no entry of their own: each runs only in a member's
+// namespace, journaled before it was made, whose undo ends every process
+// in it (a server, garbd, a state transfer's rsync) before deleting it.
 const (
 	kindDir   = "galeralab-dir"      // Root/NAME with its marker
 	kindNetns = "galeralab-netns"    // a namespace, and every process in it
