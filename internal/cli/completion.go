@@ -111,6 +111,8 @@ func formatNames() map[string][]string {
 		"dbhost results show":    showFormats.Names(),
 		"dbhost results compare": compareFormats.Names(),
 		"dbhost results report":  reportFormats.Names(),
+
+		"dbhost galera tolerance": galeraFormats.Names(),
 	}
 }
 

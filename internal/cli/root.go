@@ -89,6 +89,7 @@ func (a *app) root() *cobra.Command {
 		a.experimentCmd(), a.resultsCmd(), a.serveCmd(), a.diffCmd(), a.fleetCmd(),
 		a.labCmd(),
 		a.completionCmd(root), a.manCmd(root), a.versionCmd(),
+		a.galeraCmd(),
 	)
 	root.InitDefaultHelpCmd() // now, so that compatArgs finds 'help'
 	registerCompletions(root)

@@ -27,6 +27,9 @@ type Member struct {
 	// Assumed: weight and segment were not read from the member itself
 	// (another node's view, or defaults), so the verdict rests on them.
 	Assumed bool `json:"assumed,omitempty"`
+	// Unnamed: the member is only counted (the node's status gave the
+	// cluster's size, not who is in it); Name is a placeholder, memberN.
+	Unnamed bool `json:"unnamed,omitempty"`
 }
 
 // Layout is the last Primary component: the members that vote.

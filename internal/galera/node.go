@@ -12,6 +12,10 @@ import (
 // weight and segment were not read from themselves.
 const assumedNote = "weight and segment of "
 
+// othersWeight is in every note about the weights of the members a node
+// did not read itself.
+const othersWeight = "the other members' pc.weight"
+
 // FromNode builds the layout one node sees: itself from its variables
 // (pc.weight and gmcast.segment from wsrep_provider_options, default 1 and
 // 0; its name from wsrep_node_name, else wsrep_node_address), the other
@@ -19,7 +23,8 @@ const assumedNote = "weight and segment of "
 // else only the cluster size). Their weights are known only as the sum
 // wsrep_cluster_weight: split evenly when it splits, else assumed 1; their
 // segments are assumed 0. A member without a client address is counted as
-// an arbitrator. Notes say what was assumed.
+// an arbitrator (garbd lists ""; a data node its address, or AUTO). Notes
+// say what was assumed.
 func FromNode(vals map[string]string, st *engine.GaleraStatus) Layout {
 	opts := ParseProviderOptions(vals["wsrep_provider_options"])
 	self := Member{Weight: 1, Address: strings.TrimSpace(vals["wsrep_node_address"])}
@@ -88,7 +93,7 @@ func FromNode(vals map[string]string, st *engine.GaleraStatus) Layout {
 		if self.Name == "" {
 			self.Name = list[local].name
 		}
-		if self.Address == "" && list[local].addr != "?" {
+		if self.Address == "" && list[local].addr != "?" && !strings.EqualFold(list[local].addr, "AUTO") {
 			self.Address = list[local].addr
 		}
 	}
@@ -106,16 +111,18 @@ func FromNode(vals map[string]string, st *engine.GaleraStatus) Layout {
 			continue
 		}
 		m := Member{Name: o.name, Weight: 1, Assumed: true}
-		if o.addr != "?" {
-			m.Address = o.addr
+		if o.addr != "?" && !strings.EqualFold(o.addr, "AUTO") {
+			m.Address = o.addr // AUTO names no address: never a match in Merge
 		}
 		if m.Name == "" {
 			m.Name = m.Address
 		}
 		if m.Name == "" || m.Name == "?" {
-			m.Name = "member" + strconv.Itoa(i+1)
+			m.Name, m.Unnamed = "member"+strconv.Itoa(i+1), true
 		}
-		if o.addr == "" || strings.EqualFold(o.addr, "AUTO") {
+		// garbd lists no client address (""); a data node its address or,
+		// with wsrep_node_incoming_address unset, "AUTO".
+		if o.addr == "" {
 			m.Arbitrator = true
 			m.Address = ""
 			arbs = append(arbs, m.Name)
@@ -129,16 +136,16 @@ func FromNode(vals map[string]string, st *engine.GaleraStatus) Layout {
 		rest := st.ClusterWeight - self.Weight
 		switch {
 		case st.ClusterWeight <= 0:
-			l.Notes = append(l.Notes, "no wsrep_cluster_weight: the other members' pc.weight assumed 1")
+			l.Notes = append(l.Notes, "no wsrep_cluster_weight: "+othersWeight+" assumed 1")
 		case rest >= 0 && rest%len(others) == 0:
 			for i := range others {
 				others[i].Weight = rest / len(others)
 			}
 			if rest != len(others) {
-				l.Notes = append(l.Notes, fmt.Sprintf("wsrep_cluster_weight %d: the other members' pc.weight taken as %d each", st.ClusterWeight, rest/len(others)))
+				l.Notes = append(l.Notes, fmt.Sprintf("wsrep_cluster_weight %d: %s taken as %d each", st.ClusterWeight, othersWeight, rest/len(others)))
 			}
 		default:
-			l.Notes = append(l.Notes, fmt.Sprintf("wsrep_cluster_weight %d does not split evenly over the other members: their pc.weight assumed 1", st.ClusterWeight))
+			l.Notes = append(l.Notes, fmt.Sprintf("wsrep_cluster_weight %d does not split evenly: %s assumed 1", st.ClusterWeight, othersWeight))
 		}
 	}
 	if local < 0 && len(list) > 0 {
@@ -153,8 +160,37 @@ func FromNode(vals map[string]string, st *engine.GaleraStatus) Layout {
 		// Keep the node's own list order.
 		l.Members = append(append(append([]Member(nil), others[:local]...), self), others[local:]...)
 	}
+	uniqueNames(&l)
 	l.Notes = append(l.Notes, assumedNotes(l.Members)...)
 	return l
+}
+
+// uniqueNames tells apart members that share a name (wsrep_node_name
+// defaults to the host name: nodes of one host share it) by their address,
+// else by their place.
+func uniqueNames(l *Layout) {
+	seen := map[string]bool{}
+	for _, m := range l.Members {
+		seen[m.Name] = false
+	}
+	for i := range l.Members {
+		m := &l.Members[i]
+		if !seen[m.Name] {
+			seen[m.Name] = true
+			continue
+		}
+		old := m.Name
+		name := old + "@" + m.Address
+		for k := 2; m.Address == "" || hasMember(*l, name); k++ {
+			name = old + "#" + strconv.Itoa(k)
+			if !hasMember(*l, name) {
+				break
+			}
+		}
+		m.Name = name
+		seen[m.Name] = true
+		l.Notes = append(l.Notes, fmt.Sprintf("two members named %s: one is shown as %s", old, m.Name))
+	}
 }
 
 func assumedNotes(ms []Member) []string {
@@ -185,8 +221,23 @@ func Merge(views ...Layout) Layout {
 		}
 		return -1
 	}
+	// Unnamed members are only counted: the merged cluster has as many
+	// as the view that counted most needs beyond the members named.
+	most, mostArb := 0, 0
+	for _, v := range views {
+		arb := 0
+		for _, m := range v.Members {
+			if m.Arbitrator {
+				arb++
+			}
+		}
+		most, mostArb = max(most, len(v.Members)), max(mostArb, arb)
+	}
 	for _, v := range views {
 		for _, m := range v.Members {
+			if m.Unnamed {
+				continue
+			}
 			i := find(m)
 			switch {
 			case i < 0:
@@ -205,6 +256,39 @@ func Merge(views ...Layout) Layout {
 			out.Notes = append(out.Notes, n)
 		}
 	}
-	out.Notes = append(out.Notes, assumedNotes(out.Members)...)
+	arbs := 0
+	for _, m := range out.Members {
+		if m.Arbitrator {
+			arbs++
+		}
+	}
+	for k := 1; len(out.Members) < most; k++ {
+		name := "member" + strconv.Itoa(k)
+		if hasMember(out, name) {
+			continue
+		}
+		m := Member{Name: name, Weight: 1, Assumed: true, Unnamed: true}
+		if arbs < mostArb {
+			m.Arbitrator = true
+			arbs++
+		}
+		out.Members = append(out.Members, m)
+	}
+	assumed := assumedNotes(out.Members)
+	if len(assumed) == 0 {
+		// Every member read itself: what the views guessed of the others
+		// no longer matters.
+		kept := out.Notes[:0]
+		for _, n := range out.Notes {
+			if !strings.Contains(n, othersWeight) {
+				kept = append(kept, n)
+			}
+		}
+		out.Notes = kept
+	}
+	out.Notes = append(out.Notes, assumed...)
+	if len(out.Notes) == 0 {
+		out.Notes = nil
+	}
 	return out
 }

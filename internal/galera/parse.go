@@ -83,7 +83,7 @@ func checkName(name string) error {
 	}
 	for _, r := range name {
 		if !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_.", r)) {
-			return fmt.Errorf("name has %q: use letters, digits, - _ .", r)
+			return fmt.Errorf("name has %q: use letters, digits, dash, underscore and dot", r)
 		}
 	}
 	return nil

@@ -24,6 +24,7 @@ type calc struct {
 	data  set // data nodes (not arbitrators)
 	w     []int
 	total int
+	sums  []int // weight of every subset, by its bits
 }
 
 func newCalc(l Layout) *calc {
@@ -40,17 +41,18 @@ func newCalc(l Layout) *calc {
 		c.w[i] = w
 		c.total += w
 	}
+	if c.n <= MaxMembers {
+		c.sums = make([]int, 1<<c.n)
+		for s := 1; s < len(c.sums); s++ {
+			low := s & -s
+			c.sums[s] = c.sums[s&^low] + c.w[bits.TrailingZeros32(uint32(low))]
+		}
+	}
 	return c
 }
 
 func (c *calc) weight(s set) int {
-	sum := 0
-	for s != 0 {
-		i := bits.TrailingZeros32(uint32(s))
-		sum += c.w[i]
-		s &^= 1 << i
-	}
-	return sum
+	return c.sums[s]
 }
 
 // primary is Galera's weighted quorum: a component keeps Primary iff its
@@ -173,34 +175,45 @@ func (c *calc) worstSurviving(k int) set {
 func (c *calc) oneByOne() (int, []int) {
 	// Breadth-first over the Primary components reachable by tolerated
 	// failures; the first failing step found is a shortest failing sequence.
-	type state struct {
-		comp set
-		path []int
+	// parent[s] is the member whose loss led to s first (-1: not reached).
+	parent := make([]int8, 1<<c.n)
+	for i := range parent {
+		parent[i] = -1
 	}
-	seen := map[set]bool{c.all: true}
-	level := []state{{comp: c.all}}
+	path := func(s set, last int) []int {
+		out := []int{last}
+		for s != c.all {
+			i := int(parent[s])
+			out = append(out, i)
+			s |= 1 << i
+		}
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+		return out
+	}
+	level := []set{c.all}
 	for depth := 0; len(level) > 0; depth++ {
-		var next []state
-		var anyFail bool
+		var next []set
+		anyFail := false
 		var failPath []int
-		for _, st := range level {
-			w := c.weight(st.comp)
+		for _, comp := range level {
+			w := c.weight(comp)
 			for i := 0; i < c.n; i++ {
-				if st.comp&(1<<i) == 0 {
+				if comp&(1<<i) == 0 {
 					continue
 				}
-				rest := st.comp &^ (1 << i)
-				path := append(append([]int(nil), st.path...), i)
+				rest := comp &^ (1 << i)
 				if rest&c.data != 0 && primary(c.weight(rest), w, 0) {
-					if !seen[rest] {
-						seen[rest] = true
-						next = append(next, state{comp: rest, path: path})
+					if parent[rest] < 0 {
+						parent[rest] = int8(i)
+						next = append(next, rest)
 					}
 					continue
 				}
 				anyFail = true
 				if failPath == nil && rest&c.data != 0 {
-					failPath = path
+					failPath = path(comp, i)
 				}
 			}
 		}
@@ -504,13 +517,30 @@ func whatIf(l Layout, now Tolerance) []WhatIf {
 		}
 		nl := cloneLayout(l)
 		nl.Members = append(nl.Members, Member{Name: name, Weight: 1, Segment: seg, Arbitrator: true})
-		try("add an arbitrator (garbd)"+where, nl)
+		what := "add an arbitrator (garbd)"
+		if hasArbitrator(l) {
+			what = "add another arbitrator (" + name + ")"
+		}
+		try(what+where, nl)
 	}
 
 	// Removing one of two leaves no cluster at all: not offered.
 	if len(l.Members)%2 == 0 && len(l.Members) >= 4 {
+		// On a tie, an arbitrator goes first (it holds no data), then the
+		// last member.
 		var best *cand
-		for i := range l.Members {
+		order := make([]int, 0, len(l.Members))
+		for i := len(l.Members) - 1; i >= 0; i-- {
+			if l.Members[i].Arbitrator {
+				order = append(order, i)
+			}
+		}
+		for i := len(l.Members) - 1; i >= 0; i-- {
+			if !l.Members[i].Arbitrator {
+				order = append(order, i)
+			}
+		}
+		for _, i := range order {
 			nl := cloneLayout(l)
 			nl.Members = append(nl.Members[:i:i], nl.Members[i+1:]...)
 			t := analyze(nl)
@@ -560,6 +590,15 @@ func whatIf(l Layout, now Tolerance) []WhatIf {
 		res[i] = c.w
 	}
 	return res
+}
+
+func hasArbitrator(l Layout) bool {
+	for _, m := range l.Members {
+		if m.Arbitrator {
+			return true
+		}
+	}
+	return false
 }
 
 func hasMember(l Layout, name string) bool {

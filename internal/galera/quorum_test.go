@@ -122,7 +122,7 @@ func TestWhatIf(t *testing.T) {
 	for _, w := range got.WhatIf {
 		changes = append(changes, w.Change)
 	}
-	want := []string{"add an arbitrator (garbd)", "remove node1", "raise node1's pc.weight to 2"}
+	want := []string{"add an arbitrator (garbd)", "remove node4", "raise node1's pc.weight to 2"}
 	if !reflect.DeepEqual(changes, want) {
 		t.Errorf("4 nodes what if: %q, want %q", changes, want)
 	}

@@ -49,8 +49,9 @@ func WriteText(w io.Writer, t Tolerance) error {
 		fmt.Fprintln(&b, "even split:           possible (both halves non-Primary)")
 	}
 	if len(t.Segments) > 0 {
-		fmt.Fprintln(&b, "\nSEGMENT  MEMBERS  LOST WHOLE  CUT OFF: PRIMARY")
+		b.WriteString("\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEGMENT\tMEMBERS\tLOST WHOLE\tCUT OFF: PRIMARY SIDE")
 		for _, s := range t.Segments {
 			lose := "stops"
 			if s.LoseSurvives {
@@ -82,7 +83,7 @@ func WriteText(w io.Writer, t Tolerance) error {
 					extra += ", a segment cut off can stop both sides"
 				}
 			}
-			fmt.Fprintf(&b, "  %s: at once %d, one by one %d%s\n", termsafe.Line(wi.Change), wi.AtOnce, wi.OneByOne, extra)
+			fmt.Fprintf(&b, "  %s: at once %s, one by one %s%s\n", termsafe.Line(wi.Change), was(wi.AtOnce, t.AtOnce), was(wi.OneByOne, t.OneByOne), extra)
 		}
 	}
 	if len(t.Findings) > 0 {
@@ -99,4 +100,12 @@ func WriteText(w io.Writer, t Tolerance) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// was is a number after a change, with the one before when it differs.
+func was(after, before int) string {
+	if after == before {
+		return fmt.Sprint(after)
+	}
+	return fmt.Sprintf("%d (now %d)", after, before)
 }
