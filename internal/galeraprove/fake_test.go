@@ -30,6 +30,7 @@ type fakeLab struct {
 	due      time.Time // a failure not yet noticed is noticed then
 	pending  bool
 	killedAt []time.Time
+	shutdown [][]string // the names of each Shutdown call
 
 	// lie changes what Status returns for a node (nil: the truth).
 	lie func(name string, st *engine.GaleraStatus)
@@ -146,6 +147,7 @@ func (f *fakeLab) Shutdown(_ context.Context, names ...string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.notice()
+	f.shutdown = append(f.shutdown, names)
 	for _, n := range names {
 		f.running[n] = false
 		delete(f.views, n)

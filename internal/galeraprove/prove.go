@@ -326,43 +326,48 @@ func (p *prover) scenario(ctx context.Context, s galera.Scenario) (*Result, erro
 		}
 		last = time.Now()
 		step("killed %s at once", strings.Join(s.Members, ", "))
-	case galera.Shutdown:
-		began := time.Now()
-		if err := p.lab.Shutdown(ctx, s.Members...); err != nil {
-			return res, fmt.Errorf("shut down %s: %w", strings.Join(s.Members, ", "), err)
-		}
-		// The leave is announced: the others' views change while the
-		// members stop, so the reaction counts from the end of it.
-		last = time.Now()
-		step("shut down %s cleanly in %s", strings.Join(s.Members, ", "), Millis(last.Sub(began)))
 	case galera.Partition:
 		if err := p.lab.Partition(s.Sides...); err != nil {
 			return res, fmt.Errorf("partition %s: %w", sides(s.Sides), err)
 		}
 		last = time.Now()
 		step("cut the network: %s", sides(s.Sides))
-	case galera.KillOneByOne:
-		floor := p.lab.SuspectTimeout()
+	case galera.KillOneByOne, galera.Shutdown:
+		// One member at a time, each once the others have taken in the
+		// previous one's loss. Kills no sooner than a suspect timeout
+		// apart. Clean shutdowns one at a time too: a member that leaves
+		// while the others are still installing the component without
+		// the previous one is counted as partitioned, not as left (seen
+		// here: two of three data nodes stopped in the same instant left
+		// the third non-Primary in about one try in four).
 		for i, m := range s.Members {
 			if i > 0 {
-				// The survivors must have reformed (or lost Primary)
-				// before the next failure, and no sooner than a suspect
-				// timeout after the last one.
 				obs = p.observe(ctx, s, p.o.Deadline)
 				if ctx.Err() != nil {
 					return res, ctx.Err()
 				}
 				if !obs.settled {
-					res.Notes = append(res.Notes, fmt.Sprintf("the survivors had not reacted to %s's loss within %s when %s was killed",
+					res.Notes = append(res.Notes, fmt.Sprintf("the others had not taken in %s's loss within %s when %s went",
 						s.Members[i-1], Millis(p.o.Deadline), m))
 				} else {
-					step("survivors reacted: %s", obs.summary())
+					step("the others reacted: %s", obs.summary())
 				}
-				if wait := floor - time.Since(last); wait > 0 {
+				if wait := p.lab.SuspectTimeout() - time.Since(last); s.Kind == galera.KillOneByOne && wait > 0 {
 					if err := sleep(ctx, wait); err != nil {
 						return res, err
 					}
 				}
+			}
+			if s.Kind == galera.Shutdown {
+				began := time.Now()
+				if err := p.lab.Shutdown(ctx, m); err != nil {
+					return res, fmt.Errorf("shut down %s: %w", m, err)
+				}
+				// The leave is announced: the others' views change
+				// while it stops, so the reaction counts from its end.
+				last = time.Now()
+				step("shut down %s cleanly in %s", m, Millis(last.Sub(began)))
+				continue
 			}
 			if err := p.lab.Kill(m); err != nil {
 				return res, fmt.Errorf("kill %s: %w", m, err)
@@ -453,7 +458,7 @@ func describe(s galera.Scenario) string {
 	case galera.Partition:
 		return "partition " + sides(s.Sides)
 	case galera.Shutdown:
-		return "shut down " + strings.Join(s.Members, "+") + " cleanly"
+		return "shut down " + strings.Join(s.Members, ", then ") + " cleanly"
 	}
 	return string(s.Kind)
 }

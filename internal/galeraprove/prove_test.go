@@ -78,7 +78,7 @@ func TestRunMatchesAFaithfulCluster(t *testing.T) {
 
 // One by one: each kill waits until the survivors reformed, and never
 // comes sooner than a suspect timeout after the previous one.
-func TestOneByOneWaitsForTheSurvivors(t *testing.T) {
+func TestOneByOneWaitsForTheOthers(t *testing.T) {
 	f := newFake("3+garbd", 0) // the fake reacts at once ...
 	f.suspect = 60 * time.Millisecond
 	s := galera.Scenario{Name: "obo", Kind: galera.KillOneByOne, Members: []string{"node1", "garbd", "node2"}}
@@ -100,7 +100,7 @@ func TestOneByOneWaitsForTheSurvivors(t *testing.T) {
 	}
 	reacted := 0
 	for _, st := range res.Steps {
-		if strings.HasPrefix(st.What, "survivors reacted") {
+		if strings.HasPrefix(st.What, "the others reacted") {
 			reacted++
 		}
 	}
@@ -333,5 +333,22 @@ func TestScenariosCheckedFirst(t *testing.T) {
 	r, err := run(context.Background(), f, Options{Scenarios: []galera.Scenario{good, bad}})
 	if err == nil || !strings.Contains(err.Error(), `"node7"`) || f.recoverCalls != 0 || r.Total != 0 {
 		t.Fatalf("error %v, %d recoveries, %d results: want a refusal before any", err, f.recoverCalls, r.Total)
+	}
+}
+
+// Clean shutdowns go one at a time: two members leaving in the same
+// instant can be taken for a partition by Galera.
+func TestShutdownOneAtATime(t *testing.T) {
+	f := newFake("3+garbd", detect)
+	s := galera.Scenario{Name: "shutdown_2", Kind: galera.Shutdown, Members: []string{"node2", "node3"}}
+	r, err := run(context.Background(), f, Options{Scenarios: []galera.Scenario{s}, Deadline: time.Second, poll: 5 * time.Millisecond})
+	if err != nil || !r.AllMatched() {
+		t.Fatalf("%v %+v", err, r.Results)
+	}
+	if len(f.shutdown) != 2 || len(f.shutdown[0]) != 1 || f.shutdown[0][0] != "node2" || f.shutdown[1][0] != "node3" {
+		t.Errorf("Shutdown calls %q, want node2 then node3", f.shutdown)
+	}
+	if st := r.Results[0].Steps; len(st) != 5 || !strings.HasPrefix(st[2].What, "the others reacted: node1 Primary/3, node3 Primary/3") {
+		t.Errorf("steps %+v: want node2's leave taken in before node3 goes", st)
 	}
 }
