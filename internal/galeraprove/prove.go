@@ -339,7 +339,7 @@ func (p *prover) scenario(ctx context.Context, s galera.Scenario) (*Result, erro
 		// while the others are still installing the component without
 		// the previous one is counted as partitioned, not as left (seen
 		// here: two of three data nodes stopped in the same instant left
-		// the third non-Primary in about one try in four).
+		// the third non-Primary in 4 of 12 tries).
 		for i, m := range s.Members {
 			if i > 0 {
 				obs = p.observe(ctx, s, p.o.Deadline)
