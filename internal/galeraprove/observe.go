@@ -75,7 +75,6 @@ func (p *prover) reach(s galera.Scenario) map[string]int {
 		if !running[n] {
 			continue
 		}
-		group := p.layout.Members
 		var names []string
 		if s.Kind == galera.Partition {
 			for _, side := range s.Sides {
@@ -84,7 +83,7 @@ func (p *prover) reach(s galera.Scenario) map[string]int {
 				}
 			}
 		} else {
-			for _, m := range group {
+			for _, m := range p.layout.Members {
 				names = append(names, m.Name)
 			}
 		}
