@@ -454,6 +454,8 @@ var fleet = []struct{ series, values string }{
 	{`dbhost_block_scheduler{job="dbhost",instance="db1:9437",device="vda",scheduler="mq-deadline"}`, "0x70"},
 	{`dbhost_db_limit{job="dbhost",instance="db1:9437",subject="postgres:5432",resource="nofile",type="soft"}`, "1024x30 65536x40"},
 	{`dbhost_instance_info{job="dbhost",instance="db1:9437",subject="postgres:5432",engine="postgres",flavor="postgresql",version="15.20"}`, "1x70"},
+	{`dbhost_galera_tolerance{job="dbhost",instance="db2:9437",subject="mysql:3306",mode="at_once"}`, "1x30 0x40"},
+	{`dbhost_galera_tolerance{job="dbhost",instance="db2:9437",subject="mysql:3306",mode="one_by_one"}`, "2x30 1x40"},
 	{`dbhost_untrusted_instances{job="dbhost",instance="db1:9437",engine="postgres"}`, "0x30 1000x40"},
 	{`dbhost_untrusted_instances_not_described{job="dbhost",instance="db1:9437",engine="postgres"}`, "0x30 984x40"},
 	{`dbhost_untrusted_findings{job="dbhost",instance="db1:9437",status="fail",severity="warning"}`, "0x30 16x40"},

@@ -145,11 +145,14 @@ func (c *calc) predictShutdown(s Scenario, p *Prediction) error {
 	if err != nil {
 		return err
 	}
+	// One at a time: each leave is announced, so the component that stays
+	// keeps Primary while it weighs anything; the arithmetic is that of
+	// all the leaves together.
 	rest := c.all &^ left
 	w, lw := c.weight(rest), c.weight(left)
 	prim := primary(w, c.total, lw)
 	c.mark(p, rest, prim)
-	p.Why = votes(w, c.total, lw) + c.noData(rest, prim)
+	p.Why = "one at a time: " + votes(w, c.total, lw) + c.noData(rest, prim)
 	return nil
 }
 
@@ -163,8 +166,8 @@ func (c *calc) predictShutdown(s Scenario, p *Prediction) error {
 //     same), and kill_one_by_one_N+1: that whole order (does not);
 //   - partition_NAME: the worst single member cut off, or with segments
 //     partition_segment_S for each segment;
-//   - shutdown_K: every data node but one shut down cleanly (arbitrators
-//     kept).
+//   - shutdown_K: every data node but one shut down cleanly, one at a
+//     time in the order given (arbitrators kept).
 //
 // No scenario kills every data node.
 func Scenarios(l Layout) []Scenario {

@@ -37,7 +37,7 @@ func WriteText(w io.Writer, t Tolerance) error {
 	fmt.Fprintf(&b, "\n%d data node(s), %d arbitrator(s), weight %d\n", t.DataNodes, t.Arbitrators, t.Weight)
 	fmt.Fprintf(&b, "survives at once:     %d failure(s)\n", t.AtOnce)
 	fmt.Fprintf(&b, "survives one by one:  %d failure(s)\n", t.OneByOne)
-	fmt.Fprintf(&b, "clean shutdown:       %d member(s) may leave\n", t.CleanShutdown)
+	fmt.Fprintf(&b, "clean shutdown:       %d member(s) may leave, one at a time\n", t.CleanShutdown)
 	if t.Worst != "" {
 		verdict := "the cluster stops"
 		if t.WorstSurvives {

@@ -9,7 +9,7 @@ import (
 func init() { register("galera", true, galeraCollector{}) }
 
 var galeraToleranceDesc = desc("galera_tolerance",
-	"How many members of the Galera node's cluster may go while a data node stays in a Primary component, by mode: at_once (any that many failing together), one_by_one (failing in any order, each noticed before the next), clean_shutdown (leaving cleanly). An arbitrator counts as a member. The cluster's layout is what its nodes on this host read (dbhost galera tolerance); 0 at_once: a single failure can stop the cluster.",
+	"How many members of the Galera node's cluster may go while a data node stays in a Primary component, by mode: at_once (any that many failing together), one_by_one (failing in any order, each noticed before the next), clean_shutdown (leaving cleanly, one at a time). An arbitrator counts as a member. The cluster's layout is what its nodes on this host read (dbhost galera tolerance); 0 at_once: a single failure can stop the cluster.",
 	"subject", "mode")
 
 // galeraCollector exports each trusted Galera node's cluster tolerance.
