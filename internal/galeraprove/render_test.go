@@ -150,3 +150,16 @@ func TestJSONRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// An error that ends in a node's log keeps its lines, indented under it.
+func TestTextStoppedEarly(t *testing.T) {
+	r := recorded(t, "prove3")
+	r.Error = "scenario \"x\": recover the lab: waited for node2; log of node2:\n  line one\n  line two\x1b[2J"
+	var b bytes.Buffer
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "Stopped early: scenario \"x\": recover the lab: waited for node2; log of node2:\n    line one\n    line two\\x1b[2J\n") {
+		t.Errorf("text:\n%s", b.String())
+	}
+}

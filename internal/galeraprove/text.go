@@ -33,7 +33,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	if r.Error != "" {
-		fmt.Fprintf(ew, "\nStopped early: %s\n", termsafe.Line(r.Error))
+		// The error may end in a node's log: its lines stay lines.
+		msg := strings.TrimRight(termsafe.Escape(r.Error), "\n")
+		fmt.Fprintf(ew, "\nStopped early: %s\n", strings.ReplaceAll(msg, "\n", "\n  "))
 	}
 	fmt.Fprintf(ew, "\nMatched %d of %d scenarios. Lab start %s, stop %s; the proof took %s.\n",
 		r.Matched, r.Total, r.Lab.Start, stopped(r.Lab.Stop), r.Elapsed)
