@@ -112,8 +112,8 @@ func TestUnitsVerify(t *testing.T) {
 	analyze := tool(t, "systemd-analyze", "systemd")
 	dir := unitsForVerify(t)
 	out, errOut, err := run(dir, analyze, "verify", "dbhost.service", "dbhost.socket")
-	if err != nil || out != "" || errOut != "" {
-		t.Fatalf("systemd-analyze verify: %v\n%s%s", err, out, errOut)
+	if rest := othersUnits(t, dir, out+errOut); err != nil || rest != "" {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, rest)
 	}
 	// The exposure score of the sandbox: systemd's own measure, 0 (locked
 	// down) to 10. 3.5 now (root, network, CAP_SYS_PTRACE are needed).
@@ -236,4 +236,25 @@ func TestServiceSyscalls(t *testing.T) {
 			t.Errorf("SystemCallFilter allows %s", sc)
 		}
 	}
+}
+
+// othersUnits drops verify's warnings about units the machine's packages
+// installed (verify loads the whole unit path: galera-arbitrator-4's
+// garb.service runs as nobody, which systemd warns about) and returns the
+// rest, which must be empty.
+func othersUnits(t *testing.T, dir, out string) string {
+	t.Helper()
+	var rest []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		if file, _, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(file, "/") && !strings.HasPrefix(file, dir+"/") &&
+			!strings.Contains(file, "dbhost") {
+			t.Logf("not ours: %s", line)
+			continue
+		}
+		rest = append(rest, line)
+	}
+	return strings.Join(rest, "\n")
 }

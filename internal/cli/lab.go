@@ -47,8 +47,9 @@ func (a *app) labGaleraCmd() *cobra.Command {
   sudo dbhost lab galera --prove --html proof.html
   sudo dbhost lab galera --stop`
 	setExits(c, map[int]string{
-		ExitOK:    "The lab runs (start), was shown (--status), is gone (--stop), or every prediction held (--prove).",
-		ExitError: "It could not run: not root, bad flags, a package missing, the lab did not start (what it made was removed), or a prediction failed (--prove).",
+		ExitOK:       "The lab runs (start), was shown (--status), is gone (--stop), or every prediction held (--prove).",
+		ExitFindings: "--prove: a scenario did not behave as predicted (the table shows which, and what each node reported).",
+		ExitError:    "It could not run: not root, bad flags, a package missing, the lab did not start or recover (what it made was removed).",
 	})
 	c.Long = `Start a private MariaDB Galera cluster on this host and leave it running: data nodes
 node1..nodeN (and garbd with --arbitrator), each in a network namespace of its own
@@ -165,7 +166,11 @@ func writeLabStarted(w io.Writer, l *galeralab.Lab) {
 		if n.Arbitrator {
 			how = "arbitrator (votes, holds no data)"
 		}
-		fmt.Fprintf(w, "  %-6s %-13s segment %d  weight %d  %s\n", n.Name, n.Addr, n.Segment, n.Weight, how)
+		addr := n.Addr
+		if n.Port != 0 {
+			addr = fmt.Sprintf("%s:%d", n.Addr, n.Port)
+		}
+		fmt.Fprintf(w, "  %-6s %-19s segment %d  weight %d  %s\n", n.Name, addr, n.Segment, n.Weight, how)
 	}
 	name := ""
 	if l.Name() != galeralab.DefaultName {

@@ -37,6 +37,7 @@ var manFiles = []manFile{
 	{"/var/lib/dbhost/changes", "The change sets of fix --apply: each change journaled before it is made, with what was there before; --rollback, --history and --recover read them.", []string{"fix", "experiment recover"}},
 	{"/var/lib/dbhost/experiment.journal", "The running experiment's journal: each knob's old value, written before the knob changes. A run killed with -9 leaves it behind; experiment recover and fix --recover restore the host from it.", []string{"experiment", "experiment recover", "fix"}},
 	{"/var/lib/dbhost/results.db", "The stored experiments (SQLite): what the results commands read, and what audit links findings to (--results-db, --db).", storing},
+	{"/var/lib/dbhost/lab", "The Galera labs: each lab's node directories and state, and beside them its journal (NAME.journal) of every namespace, link, directory and partition rule it made; lab galera --stop, or the next start of that name, removes them.", []string{"lab galera"}},
 	{"/var/lib/dbhost/contention-probe.json", "The switching capacity that contention --probe measured on this host (--state).", []string{"contention"}},
 	{"/run/dbhost", "root's host lock: fix --apply, --rollback, --recover and experiment take it, so that one change to the host runs at a time.", []string{"fix", "experiment", "experiment recover"}},
 	{"/etc/sysctl.d/60-dbhost.conf", "Kernel parameters, written by fix --apply (fix --out renders this file and the ones below into its directory).", []string{"fix"}},

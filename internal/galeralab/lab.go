@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -70,10 +71,14 @@ type Node struct {
 	Segment    int    `json:"segment"`
 	Weight     int    `json:"weight"`
 	Addr       string `json:"addr"` // its address inside the lab network
-	Netns      string `json:"netns"`
-	Socket     string `json:"socket,omitempty"` // client socket, "" for garbd
-	DataDir    string `json:"datadir,omitempty"`
-	PID        int    `json:"pid"`
+	// Port is the client port, unique among running labs: a lab node on
+	// 3306 would share the name mysql:3306 with the host's own server in
+	// audits and the exporter's labels while the lab runs.
+	Port    int    `json:"port,omitempty"`
+	Netns   string `json:"netns"`
+	Socket  string `json:"socket,omitempty"` // client socket, "" for garbd
+	DataDir string `json:"datadir,omitempty"`
+	PID     int    `json:"pid"`
 }
 
 // state is Root/NAME/lab.json: what Open needs to work a lab another
@@ -209,7 +214,7 @@ func layoutNodes(c Config, subnet, dir string) []Node {
 		n := fmt.Sprintf("node%d", i)
 		d := filepath.Join(dir, n)
 		nodes = append(nodes, Node{Name: n, Segment: (i - 1) % c.Segments, Weight: w(n),
-			Addr: fmt.Sprintf("%s.%d", subnet, i), Netns: nsName(c.Name, n),
+			Addr: fmt.Sprintf("%s.%d", subnet, i), Port: clientPort(subnet, i), Netns: nsName(c.Name, n),
 			Socket: filepath.Join(d, "mysqld.sock"), DataDir: filepath.Join(d, "data")})
 	}
 	if c.Arbitrator {
@@ -217,6 +222,16 @@ func layoutNodes(c Config, subnet, dir string) []Node {
 			Addr: fmt.Sprintf("%s.%d", subnet, MaxNodes+1), Netns: nsName(c.Name, Arbitrator)})
 	}
 	return nodes
+}
+
+// clientPort is 20000 + 10*X + i for node i of 10.238.X: the subnet is
+// unique among running labs, and so is the port.
+func clientPort(subnet string, i int) int {
+	x := 0
+	if k := strings.LastIndexByte(subnet, '.'); k >= 0 {
+		x, _ = strconv.Atoi(subnet[k+1:])
+	}
+	return 20000 + 10*x + i
 }
 
 func nsName(lab, member string) string { return "dbhost-lab-" + lab + "-" + member }

@@ -65,20 +65,21 @@ func TestLayoutNodes(t *testing.T) {
 		name       string
 		seg, w     int
 		addr, sock string
+		port       int
 	}{
-		{"node1", 0, 1, "10.238.7.1", "/r/x/node1/mysqld.sock"},
-		{"node2", 1, 3, "10.238.7.2", "/r/x/node2/mysqld.sock"},
-		{"node3", 0, 1, "10.238.7.3", "/r/x/node3/mysqld.sock"},
-		{"node4", 1, 1, "10.238.7.4", "/r/x/node4/mysqld.sock"},
-		{"node5", 0, 1, "10.238.7.5", "/r/x/node5/mysqld.sock"},
-		{"garbd", 1, 1, "10.238.7.8", ""},
+		{"node1", 0, 1, "10.238.7.1", "/r/x/node1/mysqld.sock", 20071},
+		{"node2", 1, 3, "10.238.7.2", "/r/x/node2/mysqld.sock", 20072},
+		{"node3", 0, 1, "10.238.7.3", "/r/x/node3/mysqld.sock", 20073},
+		{"node4", 1, 1, "10.238.7.4", "/r/x/node4/mysqld.sock", 20074},
+		{"node5", 0, 1, "10.238.7.5", "/r/x/node5/mysqld.sock", 20075},
+		{"garbd", 1, 1, "10.238.7.8", "", 0},
 	}
 	if len(nodes) != len(want) {
 		t.Fatalf("%d nodes: %+v", len(nodes), nodes)
 	}
 	for i, w := range want {
 		n := nodes[i]
-		if n.Name != w.name || n.Segment != w.seg || n.Weight != w.w || n.Addr != w.addr || n.Socket != w.sock ||
+		if n.Name != w.name || n.Segment != w.seg || n.Weight != w.w || n.Addr != w.addr || n.Socket != w.sock || n.Port != w.port ||
 			n.Netns != "dbhost-lab-x-"+w.name || n.Arbitrator != (w.name == "garbd") {
 			t.Errorf("node %d: %+v, want %+v", i, n, w)
 		}
@@ -258,7 +259,7 @@ func TestToStatus(t *testing.T) {
 		"wsrep_incoming_addresses": "10.238.1.1:3306,10.238.1.2:3306,", "wsrep_evs_repl_latency": "0.0001/0.0002/0.0003/5e-05/7",
 		"wsrep_flow_control_paused": "0.25", "uptime": "12"})
 	if g.ClusterStatus != "Primary" || g.LocalState != "Synced" || g.ClusterSize != 4 || !g.Ready || !g.Connected ||
-		g.ClusterWeight != 5 || len(g.IncomingAddresses) != 2 || g.FlowControlPaused != 0.25 || g.Uptime != 12 ||
+		g.ClusterWeight != 5 || len(g.IncomingAddresses) != 3 || g.IncomingAddresses[2] != "" || g.FlowControlPaused != 0.25 || g.Uptime != 12 ||
 		g.ReplLatency == nil || g.ReplLatency.Max != 0.0003 || g.ReplLatency.Samples != 7 {
 		t.Errorf("%+v %+v", g, g.ReplLatency)
 	}

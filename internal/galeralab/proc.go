@@ -159,7 +159,7 @@ func (l *Lab) mariadbdArgs(n Node, bootstrap bool) []string {
 	args := []string{l.bins.mariadbd, "--no-defaults", "--user=" + OSUser,
 		"--datadir=" + n.DataDir, "--socket=" + n.Socket, "--pid-file=" + filepath.Join(dir, "mysqld.pid"),
 		"--log-error=" + filepath.Join(dir, "error.log"), "--tmpdir=" + filepath.Join(dir, "tmp"),
-		"--bind-address=" + n.Addr, "--port=3306", "--skip-name-resolve",
+		"--bind-address=" + n.Addr, "--port=" + strconv.Itoa(portOr3306(n.Port)), "--skip-name-resolve",
 		"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M", "--performance-schema=OFF",
 		"--max-connections=50", "--binlog-format=ROW", "--innodb-autoinc-lock-mode=2", "--default-storage-engine=InnoDB",
 		"--wsrep-on=ON", "--wsrep-provider=" + l.bins.provider, "--wsrep-cluster-name=" + l.st.Cluster,
@@ -422,3 +422,11 @@ func init() {
 }
 
 var optionRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+
+// portOr3306: a lab recorded before nodes had their own port used 3306.
+func portOr3306(p int) int {
+	if p == 0 {
+		return 3306
+	}
+	return p
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/dbhost/dbhost/internal/engine"
+	mysqlengine "github.com/dbhost/dbhost/internal/engine/mysql"
 )
 
 // connect opens a data node over its socket as root (socket
@@ -86,32 +87,12 @@ func (l *Lab) Status(ctx context.Context, name string) (*engine.GaleraStatus, er
 	return g, nil
 }
 
+// toStatus reads the status as the audit does. A node that answers
+// without wsrep_cluster_status (the provider not loaded yet) is Disconnected.
 func toStatus(st map[string]string) *engine.GaleraStatus {
-	i := func(k string) int { v, _ := strconv.Atoi(st[k]); return v }
-	i64 := func(k string) int64 { v, _ := strconv.ParseInt(st[k], 10, 64); return v }
-	f := func(k string) float64 { v, _ := strconv.ParseFloat(st[k], 64); return v }
-	g := &engine.GaleraStatus{
-		ClusterStatus: st["wsrep_cluster_status"], LocalState: st["wsrep_local_state_comment"],
-		ClusterSize: i("wsrep_cluster_size"), Ready: st["wsrep_ready"] == "ON", Connected: st["wsrep_connected"] == "ON",
-		StateUUID: st["wsrep_cluster_state_uuid"], ClusterWeight: i("wsrep_cluster_weight"), LocalIndex: i("wsrep_local_index"),
-		FlowControlPaused: f("wsrep_flow_control_paused"), LocalRecvQueueAvg: f("wsrep_local_recv_queue_avg"),
-		CertDepsDistance: f("wsrep_cert_deps_distance"), ReplicatedBytes: i64("wsrep_replicated_bytes"),
-		ReceivedBytes: i64("wsrep_received_bytes"), Uptime: i64("uptime"),
-	}
-	for _, a := range strings.Split(st["wsrep_incoming_addresses"], ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			g.IncomingAddresses = append(g.IncomingAddresses, a)
-		}
-	}
-	// min/avg/max/stddev/samples
-	if p := strings.Split(strings.TrimSpace(st["wsrep_evs_repl_latency"]), "/"); len(p) == 5 {
-		var lat engine.GaleraLatency
-		vals := []*float64{&lat.Min, &lat.Avg, &lat.Max, &lat.StdDev}
-		for k, v := range vals {
-			*v, _ = strconv.ParseFloat(p[k], 64)
-		}
-		lat.Samples, _ = strconv.Atoi(p[4])
-		g.ReplLatency = &lat
+	g, err := mysqlengine.ParseGaleraStatus(st)
+	if err != nil {
+		return &engine.GaleraStatus{ClusterStatus: "Disconnected"}
 	}
 	return g
 }

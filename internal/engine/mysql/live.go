@@ -331,9 +331,12 @@ func galeraStatus(vals map[string]string) (*engine.GaleraStatus, error) {
 	g.Connected, _ = IsOn(vals["wsrep_connected"])
 	g.ClusterWeight, _ = strconv.Atoi(vals["wsrep_cluster_weight"])
 	g.LocalIndex, _ = strconv.Atoi(vals["wsrep_local_index"])
-	for _, a := range strings.Split(vals["wsrep_incoming_addresses"], ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			g.IncomingAddresses = append(g.IncomingAddresses, a)
+	// One entry per member, in wsrep_local_index order: an arbitrator's is
+	// empty ("AUTO," on a node beside garbd), and dropping it would lose the
+	// arbitrator and shift the indexes.
+	if s := strings.TrimSpace(vals["wsrep_incoming_addresses"]); s != "" {
+		for _, a := range strings.Split(s, ",") {
+			g.IncomingAddresses = append(g.IncomingAddresses, strings.TrimSpace(a))
 		}
 	}
 	g.FlowControlPaused = statFloat(vals["wsrep_flow_control_paused"])
