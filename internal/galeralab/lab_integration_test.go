@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,8 +166,20 @@ func TestLab(t *testing.T) {
 		if st.ClusterStatus != "Primary" || st.LocalState != "Synced" || st.ClusterSize != 4 || st.ClusterWeight != 4 || len(st.Members) != 4 {
 			t.Errorf("%s: %+v", n.Name, st)
 		}
-		// The server listens on its lab address only.
-		if len(st.IncomingAddresses) != 3 || !strings.HasPrefix(st.IncomingAddresses[0], subnet+".") {
+		// The servers listen on their lab addresses only, each on its own
+		// port; garbd's entry is the empty one (in member order, which
+		// follows the members' UUIDs).
+		addrs := map[string]bool{}
+		for _, a := range st.IncomingAddresses {
+			addrs[a] = true
+		}
+		want := map[string]bool{"": true}
+		for _, m := range l.Nodes() {
+			if !m.Arbitrator {
+				want[fmt.Sprintf("%s:%d", m.Addr, m.Port)] = true
+			}
+		}
+		if len(st.IncomingAddresses) != 4 || !reflect.DeepEqual(addrs, want) {
 			t.Errorf("%s: incoming addresses %v", n.Name, st.IncomingAddresses)
 		}
 	}
