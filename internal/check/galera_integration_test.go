@@ -3,9 +3,9 @@ package check_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
-	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
