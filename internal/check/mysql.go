@@ -833,13 +833,13 @@ func judgeGaleraPorts(in *facts.Instance) Result {
 	case len(wild) > 0:
 		return FailR(subj, fmt.Sprintf("Galera listens on every address: %s. These ports carry the whole database between nodes without authentication; bind them to the cluster network and firewall them to the other nodes.", strings.Join(wild, ", ")), nil, ev...)
 	case cfgWild && !socketsKnown:
-		return FailR(subj, fmt.Sprintf("gmcast.listen_addr is not set, so Galera listens on tcp://0.0.0.0:%d, every address, whatever wsrep_node_address says (the real sockets could not be read: %s). Bind it to the cluster network.", g.gcomm, myOr(in.ListenErr, "none found")), nil, ev...)
+		return FailR(subj, fmt.Sprintf("gmcast.listen_addr is not set, so Galera listens on tcp://0.0.0.0:%d, every address, whatever wsrep_node_address says (the real sockets %s). Bind it to the cluster network.", g.gcomm, unseenSockets(in)), nil, ev...)
 	case !cfgWild && net.ParseIP(node) != nil && !wildcardHost(node) && !sameIP(g.gcommHost, node):
 		// The other members reach this one at wsrep_node_address (and
 		// the addresses of their wsrep_cluster_address).
 		return FailR(subj, fmt.Sprintf("gmcast.listen_addr binds group communication to %s, but wsrep_node_address, where the other members reach this node, is %s: they cannot connect to it there. Bind it to the node's address on the cluster network.", g.gcommHost, node), nil, ev...)
 	case !socketsKnown:
-		return UnknownR(subj, fmt.Sprintf("The configuration binds group communication to %s, but the sockets the server really listens on could not be read (%s): the SST port was seen on 0.0.0.0 regardless of the configuration. Run dbhost as root.", g.gcommHost, myOr(in.ListenErr, "none found")), ev...)
+		return UnknownR(subj, fmt.Sprintf("The configuration binds group communication to %s, but the sockets the server really listens on %s: the SST port was seen on 0.0.0.0 regardless of the configuration.", g.gcommHost, unseenSockets(in)), ev...)
 	}
 	reason := "Galera's ports are bound to specific addresses"
 	if len(bound) > 0 {
@@ -847,6 +847,16 @@ func judgeGaleraPorts(in *facts.Instance) Result {
 	}
 	reason += fmt.Sprintf(". IST (%d) and SST (%d) listen only during a state transfer: check them then, and firewall all three ports to the cluster's nodes.", g.ist, g.sst)
 	return PassR(subj, reason, ev...)
+}
+
+// unseenSockets says why a server's listening sockets are not known: the
+// reason reading them failed (which says when root is needed, and only
+// then), or that none of the sockets it holds listens.
+func unseenSockets(in *facts.Instance) string {
+	if in.ListenErr != "" {
+		return "could not be read (" + in.ListenErr + ")"
+	}
+	return "are not known: none of the sockets the process holds was found listening"
 }
 
 // sameIP compares two addresses as IPs (::ffff:10.0.0.1 is 10.0.0.1).

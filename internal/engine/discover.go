@@ -395,27 +395,69 @@ func AttachListeners(h *host.Host, insts []*Instance) {
 		return
 	}
 	byInode, tcpErr := tcpListeners(h)
-	for _, l := range unixListeners(h) {
+	for _, l := range unixListeners(h, "/proc/net/unix") {
 		byInode[l.inode] = l.Listener
 	}
+	// A server in another network namespace (a container, a lab node)
+	// listens in that namespace's tables: one dump per namespace.
+	self, _ := h.NetNS(0)
+	type nsTables struct {
+		byInode map[uint64]Listener
+		err     error
+	}
+	foreign := map[string]*nsTables{}
 	for _, inst := range insts {
 		inodes, err := h.SocketInodes(inst.PID)
 		if err != nil {
 			inst.ListenErr = host.Explain(err)
 			continue
 		}
-		if tcpErr != nil {
-			inst.ListenErr = host.Explain(tcpErr)
+		tables, terr := byInode, tcpErr
+		if ns, err := h.NetNS(inst.PID); err == nil && self != "" && ns != self {
+			t := foreign[ns]
+			if t == nil {
+				t = &nsTables{}
+				t.byInode, t.err = nsListeners(h, inst.PID, ns)
+				foreign[ns] = t
+			}
+			tables, terr = t.byInode, t.err
+		}
+		if terr != nil {
+			inst.ListenErr = host.Explain(terr)
 		}
 		seen := map[string]bool{}
 		for _, ino := range inodes {
-			if l, ok := byInode[ino]; ok && !seen[l.String()] {
+			if l, ok := tables[ino]; ok && !seen[l.String()] {
 				seen[l.String()] = true
 				inst.Listen = append(inst.Listen, l)
 			}
 		}
 		sort.Slice(inst.Listen, func(a, b int) bool { return inst.Listen[a].String() < inst.Listen[b].String() })
 	}
+}
+
+// nsListeners maps the inodes of the listening sockets of network
+// namespace ns, which process pid is in, to them: TCP through sock_diag
+// from inside ns, Unix from /proc/PID/net/unix, which shows the sockets of
+// the process's namespace.
+func nsListeners(h *host.Host, pid int, ns string) (map[uint64]Listener, error) {
+	byInode := map[uint64]Listener{}
+	socks, err := h.ListenSocketsIn(pid, ns)
+	for _, s := range socks {
+		byInode[s.Inode] = tcpListener(s)
+	}
+	for _, l := range unixListeners(h, fmt.Sprintf("/proc/%d/net/unix", pid)) {
+		byInode[l.inode] = l.Listener
+	}
+	return byInode, err
+}
+
+func tcpListener(s host.ListenSocket) Listener {
+	proto := "tcp"
+	if strings.Contains(s.Addr, ":") {
+		proto = "tcp6"
+	}
+	return Listener{Proto: proto, Addr: s.Addr, Port: s.Port, Backlog: s.Backlog}
 }
 
 // tcpListeners maps the inodes of the host's listening TCP sockets to
@@ -425,11 +467,7 @@ func tcpListeners(h *host.Host) (map[uint64]Listener, error) {
 	byInode := map[uint64]Listener{}
 	socks, err := h.ListenSockets()
 	for _, s := range socks {
-		proto := "tcp"
-		if strings.Contains(s.Addr, ":") {
-			proto = "tcp6"
-		}
-		byInode[s.Inode] = Listener{Proto: proto, Addr: s.Addr, Port: s.Port, Backlog: s.Backlog}
+		byInode[s.Inode] = tcpListener(s)
 	}
 	if err != nil {
 		var tcp procfs.NetTCP
@@ -453,9 +491,9 @@ type unixListener struct {
 	inode uint64
 }
 
-// unixListeners reads listening Unix sockets from /proc/net/unix.
-func unixListeners(h *host.Host) []unixListener {
-	b, err := h.ReadFile("/proc/net/unix")
+// unixListeners reads listening Unix sockets from a net/unix file of /proc.
+func unixListeners(h *host.Host, file string) []unixListener {
+	b, err := h.ReadFile(file)
 	if err != nil {
 		return nil
 	}

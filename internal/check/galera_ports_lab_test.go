@@ -1,0 +1,73 @@
+package check_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dbhost/dbhost/internal/check"
+	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/facts"
+	"github.com/dbhost/dbhost/internal/galeralab"
+	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/testdb"
+)
+
+// The lab's nodes run in network namespaces of their own: their sockets
+// are read there, so galera.ports judges each node on what it really
+// listens on (group communication bound to the node's address), never
+// "could not be read".
+func TestGaleraPortsLab(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: starts a Galera lab")
+	}
+	testdb.Need(t, "root (network namespaces)", os.Geteuid() == 0)
+	_, errP := os.Stat(testdb.GaleraProvider)
+	testdb.Need(t, "galera-4", errP == nil)
+	testdb.HoldHost(t)
+	root, err := os.MkdirTemp("", "dbhost-portslab-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o711); err != nil { // the nodes run as mysql
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	lab, err := galeralab.Start(ctx, galeralab.Config{Name: "ports", Root: root, Nodes: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Stop(context.Background()); err != nil {
+			t.Errorf("stop the lab: %v", err)
+		}
+	})
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := facts.Gather(context.Background(), h, check.GatherOptions(engine.Options{}))
+	addr := map[string]string{}
+	for _, n := range lab.Nodes() {
+		addr[fmt.Sprintf("mysql:%d", n.Port)] = n.Addr
+	}
+	seen := 0
+	for _, fd := range check.Run(f, check.Selector{Only: []string{"galera.ports"}}) {
+		a, ours := addr[fd.Subject]
+		if !ours {
+			continue // another server on this host
+		}
+		seen++
+		if fd.Status != check.Pass || !strings.Contains(fd.Reason, a+":4567") {
+			t.Errorf("%s: %s: %s; want a pass on %s:4567", fd.Subject, fd.Status, fd.Reason, a)
+		}
+	}
+	if seen != len(addr) {
+		t.Errorf("galera.ports judged %d of the lab's %d nodes", seen, len(addr))
+	}
+}
