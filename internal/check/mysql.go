@@ -819,7 +819,7 @@ func judgeGaleraPorts(in *facts.Instance) Result {
 		if !ok || l.Proto == "unix" {
 			continue
 		}
-		ev = append(ev, Ev("listen ("+r+")", l.String(), "/proc/net/"+l.Proto))
+		ev = append(ev, Ev("listen ("+r+")", l.String(), "the process's listening "+l.Proto+" sockets (sock_diag, /proc/PID/fd), in its network namespace"))
 		if l.Wildcard() {
 			wild = append(wild, fmt.Sprintf("%s (%s)", l.String(), r))
 		} else {
