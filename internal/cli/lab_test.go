@@ -56,8 +56,11 @@ func TestLabGaleraCommand(t *testing.T) {
 		t.Skip("integration: starts a Galera lab")
 	}
 	testdb.Need(t, "root (network namespaces)", os.Geteuid() == 0)
-	testdb.HoldHost(t)
+	// Parallel first: a test paused by t.Parallel while it holds the host
+	// lock shared would keep a serial test that takes it exclusively
+	// waiting for ever.
 	t.Parallel()
+	testdb.HoldHost(t)
 	name := "clitest"
 	t.Cleanup(func() { galeralab.Remove(galeralab.DefaultRoot, name) })
 	code, out, errs := runCLI(t, "lab", "galera", "--name", name, "--nodes", "2", "--weight", "node1=2", "--suspect-timeout", "3s")

@@ -177,7 +177,10 @@ func wrap(o Options, name string, args ...string) (string, []string) {
 // server, and the processes that set it up (initdb's bootstrap backends are
 // named postgres too), are on the host that tests comparing two audits of
 // it hold still with the lock taken exclusively. Registered before the
-// server's own cleanups, so it is released after Stop.
+// server's own cleanups, so it is released after Stop. A parallel test
+// calls t.Parallel before it: paused by t.Parallel with the lock held, it
+// would keep a serial test that takes the lock exclusively waiting for ever
+// (TestParallelBeforeLock checks every test).
 func HoldHost(t testing.TB) {
 	t.Helper()
 	unlock, err := journal.LockShared(journal.HostLock)
