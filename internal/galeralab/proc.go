@@ -324,6 +324,18 @@ func (l *Lab) shutdown(ctx context.Context, timeout time.Duration, quick bool, n
 	return errors.Join(errs...)
 }
 
+// LogTail is the end of a member's log (lines at most), escaped for a
+// terminal: what a proof shows when a member stopped on its own.
+func (l *Lab) LogTail(name string, lines int) string {
+	l.mu.Lock()
+	n, _, err := l.node(name)
+	l.mu.Unlock()
+	if err != nil {
+		return ""
+	}
+	return l.logTail(n, lines)
+}
+
 // logTail is the end of a member's log, escaped for a terminal. The error
 // log lives in a directory of the servers' user: it is opened without
 // following links and read only if it is a regular file.

@@ -92,6 +92,9 @@ type Report struct {
 	Elapsed Millis    `json:"elapsed_ms"`
 	// Error says why the proof stopped before its last scenario.
 	Error string `json:"error,omitempty"`
+	// Reruns are the void attempts (a member stopped on its own) that were
+	// run again; the results above hold the second attempts.
+	Reruns []Result `json:"reruns,omitempty"`
 }
 
 // AllMatched reports a proof that ran every scenario, each as predicted.
@@ -129,6 +132,10 @@ type Result struct {
 	// Match: settled, every node as predicted, and the cluster survived
 	// exactly when predicted.
 	Match bool `json:"match"`
+	// Void: a member the scenario did not touch stopped during it, so the
+	// lab ran another scenario than the one predicted; the proof runs it
+	// once more (Report.Reruns keeps the void attempt).
+	Void bool `json:"void,omitempty"`
 	// Notes say what got in the way (a node not read, a step that did
 	// not settle).
 	Notes []string `json:"notes,omitempty"`
@@ -184,6 +191,7 @@ type lab interface {
 	Status(ctx context.Context, name string) (*engine.GaleraStatus, error)
 	Recover(ctx context.Context) error
 	Times() (start, stop time.Duration)
+	LogTail(name string, lines int) string
 }
 
 // Run proves the scenarios on the lab. The report holds what ran also when
@@ -230,6 +238,12 @@ func run(ctx context.Context, l lab, o Options) (*Report, error) {
 	for i, s := range scenarios {
 		p.logf("scenario %d/%d: %s", i+1, len(scenarios), describe(s))
 		res, err := p.scenario(ctx, s)
+		if err == nil && res.Void {
+			// Once: a second void attempt is reported as it is.
+			p.logf("  void (%s): running it again", strings.Join(res.Notes, "; "))
+			r.Reruns = append(r.Reruns, *res)
+			res, err = p.scenario(ctx, s)
+		}
 		if err != nil {
 			// A scenario cut short proves nothing: the error says
 			// where it stopped, the report keeps the ones done.
@@ -392,8 +406,9 @@ func (p *prover) scenario(ctx context.Context, s galera.Scenario) (*Result, erro
 	// scenario another one: the prediction was for this one.
 	for _, m := range p.layout.Members {
 		if !contains(s.Members, m.Name) && !p.lab.Running(m.Name) {
-			res.Notes = append(res.Notes, fmt.Sprintf("%s stopped during the scenario without being made to", m.Name))
-			res.Match = false
+			res.Notes = append(res.Notes, fmt.Sprintf("%s stopped during the scenario without being made to; its log ends:\n%s",
+				m.Name, p.lab.LogTail(m.Name, 8)))
+			res.Match, res.Void = false, true
 		}
 	}
 	if s.Kind == galera.Partition {

@@ -28,9 +28,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintln(ew)
 	for _, res := range r.Results {
 		fmt.Fprintf(ew, "%s: %s. %s\n", termsafe.Line(res.Scenario.Name), termsafe.Line(describe(res.Scenario)), termsafe.Line(res.Prediction.Why))
-		for _, n := range res.Notes {
-			fmt.Fprintf(ew, "  note: %s\n", termsafe.Line(n))
-		}
+		writeNotes(ew, res.Notes)
+	}
+	for _, res := range r.Reruns {
+		fmt.Fprintf(ew, "%s was run again, its first attempt void:\n", termsafe.Line(res.Scenario.Name))
+		writeNotes(ew, res.Notes)
 	}
 	if r.Error != "" {
 		// The error may end in a node's log: its lines stay lines.
@@ -132,4 +134,15 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "NO"
+}
+
+// writeNotes writes a result's notes, a log's lines each on a line.
+func writeNotes(w io.Writer, notes []string) {
+	for _, n := range notes {
+		lines := strings.Split(n, "\n")
+		fmt.Fprintf(w, "  note: %s\n", termsafe.Line(lines[0]))
+		for _, l := range lines[1:] {
+			fmt.Fprintf(w, "    %s\n", termsafe.Line(l))
+		}
+	}
 }
