@@ -60,8 +60,8 @@ func (f *fakeLab) Nodes() []galeralab.Node {
 	return out
 }
 
-func (f *fakeLab) Layout() galera.Layout         { return f.layout }
-func (f *fakeLab) SuspectTimeout() time.Duration { return f.suspect }
+func (f *fakeLab) Layout() galera.Layout                 { return f.layout }
+func (f *fakeLab) SuspectTimeout() time.Duration         { return f.suspect }
 func (f *fakeLab) LogTail(name string, lines int) string { return "  (" + name + "'s log)" }
 
 func (f *fakeLab) Times() (time.Duration, time.Duration) {
