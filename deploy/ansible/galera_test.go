@@ -26,20 +26,22 @@ import (
 //
 // dbhost finds every server on the host, this machine's own included; the
 // expect is narrowed to the private node, so only it must answer, and the
-// machine's servers (no Galera nodes) are left alone.
+// machine's servers (no Galera nodes; no other test's, the host lock held
+// alone) are left alone.
 func TestModulesGalera(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: builds dbhost and starts a Galera node")
 	}
 	testdb.Need(t, "root", os.Geteuid() == 0)
 	py := modulesPython(t)
-	node := testdb.MariaDB(t, testdb.Options{Galera: true}) // holds the host lock shared
 	bin := filepath.Join(testdb.RootOnlyDir(t, "dbhost-galera-"), "dbhost")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/dbhost")
 	build.Dir = modulesRepo(t)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	holdHostAlone(t)
+	node := testdb.MariaDB(t, testdb.Options{Galera: true})
 	name := "mysql:" + strconv.Itoa(node.Port)
 	db := galeraConn(t, node.Socket)
 	defer func() {

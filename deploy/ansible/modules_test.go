@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/dbhost/dbhost/internal/fixture"
+	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/testdb"
 )
 
@@ -53,13 +54,14 @@ func TestModulesLive(t *testing.T) {
 	}
 	testdb.Need(t, "root", os.Geteuid() == 0)
 	py := modulesPython(t)
-	pg := testdb.Postgres(t, testdb.Options{}) // holds the host lock shared
 	bin := filepath.Join(testdb.RootOnlyDir(t, "dbhost-modules-"), "dbhost")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/dbhost")
 	build.Dir = modulesRepo(t)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	holdHostAlone(t)
+	pg := testdb.Postgres(t, testdb.Options{})
 	name := "postgres:" + strconv.Itoa(pg.Port)
 
 	// Before: the private server answers, and is in what to expect.
@@ -345,4 +347,18 @@ func exitCode(t *testing.T, err error) int {
 		t.Fatal(err)
 	}
 	return 0
+}
+
+// holdHostAlone takes the host lock exclusively for the rest of the test
+// (the servers it starts then hold nothing more). The gate judges every
+// database on this machine, Galera nodes whatever its expect says: another
+// package's test starting a server or a Galera lab meanwhile is judged too
+// (a lab node caught as Donor/Desynced failed the gate once).
+func holdHostAlone(t *testing.T) {
+	t.Helper()
+	unlock, err := journal.Lock(journal.HostLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unlock)
 }

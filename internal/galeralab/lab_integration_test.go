@@ -167,19 +167,22 @@ func TestLab(t *testing.T) {
 			t.Errorf("%s: %+v", n.Name, st)
 		}
 		// The servers listen on their lab addresses only, each on its own
-		// port; garbd's entry is the empty one (in member order, which
-		// follows the members' UUIDs).
+		// port; garbd's entry, when the node lists one, is empty (seen
+		// both ways on one node: "a,b,c," and "a,b,c").
 		addrs := map[string]bool{}
 		for _, a := range st.IncomingAddresses {
 			addrs[a] = true
 		}
-		want := map[string]bool{"": true}
+		want := map[string]bool{}
 		for _, m := range l.Nodes() {
 			if !m.Arbitrator {
 				want[fmt.Sprintf("%s:%d", m.Addr, m.Port)] = true
 			}
 		}
-		if len(st.IncomingAddresses) != 4 || !reflect.DeepEqual(addrs, want) {
+		if len(st.IncomingAddresses) == 4 {
+			want[""] = true
+		}
+		if len(st.IncomingAddresses) < 3 || len(st.IncomingAddresses) > 4 || !reflect.DeepEqual(addrs, want) {
 			t.Errorf("%s: incoming addresses %v", n.Name, st.IncomingAddresses)
 		}
 	}
