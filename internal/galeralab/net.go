@@ -21,13 +21,14 @@ import (
 // bins are the programs the lab runs, each checked to be root's alone
 // (file, directories and links on its path) before it is run as root.
 type bins struct {
-	ip, iptables, setpriv, sed, mariadbd, installDB, garbd, provider string
+	ip, iptables, nsenter, setpriv, sed, mariadbd, installDB, garbd, provider string
 }
 
 // Paths of the distribution's packages (Debian/Ubuntu).
 var binPaths = bins{
 	ip:        "/usr/bin/ip",
 	iptables:  "/usr/sbin/iptables",
+	nsenter:   "/usr/bin/nsenter",
 	setpriv:   "/usr/bin/setpriv",
 	sed:       "/usr/bin/sed",
 	mariadbd:  "/usr/sbin/mariadbd",
@@ -40,7 +41,7 @@ var binPaths = bins{
 var sstPrograms = []string{"/usr/bin/wsrep_sst_rsync", "/usr/bin/wsrep_sst_common", "/usr/bin/rsync"}
 
 var packageOf = map[string]string{
-	"/usr/bin/ip": "iproute2", "/usr/sbin/iptables": "iptables", "/usr/bin/setpriv": "util-linux", "/usr/bin/sed": "sed",
+	"/usr/bin/ip": "iproute2", "/usr/sbin/iptables": "iptables", "/usr/bin/setpriv": "util-linux", "/usr/bin/nsenter": "util-linux", "/usr/bin/sed": "sed",
 	"/usr/sbin/mariadbd": "mariadb-server", "/usr/bin/mariadb-install-db": "mariadb-server",
 	"/usr/bin/garbd": "galera-arbitrator-4", "/usr/lib/galera/libgalera_smm.so": "galera-4",
 	"/usr/bin/wsrep_sst_rsync": "mariadb-server", "/usr/bin/wsrep_sst_common": "mariadb-server", "/usr/bin/rsync": "rsync",
@@ -54,7 +55,7 @@ func trustedBins() (bins, error) {
 		return bins{}, err
 	}
 	defer h.Close()
-	for _, p := range append([]string{binPaths.ip, binPaths.iptables, binPaths.setpriv, binPaths.sed, binPaths.mariadbd,
+	for _, p := range append([]string{binPaths.ip, binPaths.iptables, binPaths.nsenter, binPaths.setpriv, binPaths.sed, binPaths.mariadbd,
 		binPaths.installDB, binPaths.provider}, sstPrograms...) {
 		if err := trusted(h, p); err != nil {
 			return bins{}, err

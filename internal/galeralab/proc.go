@@ -75,8 +75,11 @@ func (l *Lab) spawn(n Node, dir string, argv []string) (*proc, error) {
 	}
 	defer lf.Close()
 	fmt.Fprintf(lf, "--- %s: starting %s\n", time.Now().Format(time.RFC3339), n.Name)
-	args := append([]string{"netns", "exec", n.Netns}, argv...)
-	cmd := exec.Command(l.bins.ip, args...)
+	// Only the network namespace: `ip netns exec` would also give the
+	// server a mount namespace of its own, where /proc/PID/exe reads
+	// through the real root (under a chroot, a path dbhost cannot trust).
+	args := append([]string{"--net=" + filepath.Join(netnsDir, n.Netns), "--"}, argv...)
+	cmd := exec.Command(l.bins.nsenter, args...)
 	cmd.Env = cleanEnv
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = lf, lf
