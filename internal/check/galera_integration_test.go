@@ -104,30 +104,9 @@ func TestGaleraChecksLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration: starts a Galera lab")
 	}
-	testdb.Need(t, "root (network namespaces)", os.Geteuid() == 0)
 	_, errG := os.Stat("/usr/bin/garbd")
-	_, errP := os.Stat(testdb.GaleraProvider)
-	testdb.Need(t, "galera-4 and galera-arbitrator-4", errG == nil && errP == nil)
-	testdb.HoldHost(t)
-	root, err := os.MkdirTemp("", "dbhost-checklab-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	if err := os.Chmod(root, 0o711); err != nil { // the nodes run as mysql
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	lab, err := galeralab.Start(ctx, galeralab.Config{Name: "checks", Root: root, Nodes: 3, Arbitrator: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Stop(context.Background()); err != nil {
-			t.Errorf("stop the lab: %v", err)
-		}
-	})
+	testdb.Need(t, "galera-arbitrator-4", errG == nil)
+	lab := startLab(t, galeralab.Config{Name: "checks", Nodes: 3, Arbitrator: true})
 	start, _ := lab.Times()
 	t.Logf("lab of 3 nodes and garbd Synced in %v", start.Round(time.Millisecond))
 
@@ -164,4 +143,36 @@ func TestGaleraChecksLab(t *testing.T) {
 	if seen != 9 {
 		t.Errorf("%d cluster findings on the lab's nodes, want 3 checks × 3 nodes", seen)
 	}
+}
+
+// startLab starts a Galera lab in a temporary root for the rest of the
+// test (root, galera-4 and the host lock, as every lab test needs) and
+// stops it when the test ends.
+func startLab(t *testing.T, cfg galeralab.Config) *galeralab.Lab {
+	t.Helper()
+	testdb.Need(t, "root (network namespaces)", os.Geteuid() == 0)
+	_, errP := os.Stat(testdb.GaleraProvider)
+	testdb.Need(t, "galera-4", errP == nil)
+	testdb.HoldHost(t)
+	root, err := os.MkdirTemp("", "dbhost-"+cfg.Name+"lab-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o711); err != nil { // the nodes run as mysql
+		t.Fatal(err)
+	}
+	cfg.Root = root
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	lab, err := galeralab.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Stop(context.Background()); err != nil {
+			t.Errorf("stop the lab: %v", err)
+		}
+	})
+	return lab
 }

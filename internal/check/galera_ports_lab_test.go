@@ -3,17 +3,14 @@ package check_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dbhost/dbhost/internal/check"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/galeralab"
 	"github.com/dbhost/dbhost/internal/host"
-	"github.com/dbhost/dbhost/internal/testdb"
 )
 
 // The lab's nodes run in network namespaces of their own: their sockets
@@ -24,29 +21,7 @@ func TestGaleraPortsLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration: starts a Galera lab")
 	}
-	testdb.Need(t, "root (network namespaces)", os.Geteuid() == 0)
-	_, errP := os.Stat(testdb.GaleraProvider)
-	testdb.Need(t, "galera-4", errP == nil)
-	testdb.HoldHost(t)
-	root, err := os.MkdirTemp("", "dbhost-portslab-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	if err := os.Chmod(root, 0o711); err != nil { // the nodes run as mysql
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	lab, err := galeralab.Start(ctx, galeralab.Config{Name: "ports", Root: root, Nodes: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Stop(context.Background()); err != nil {
-			t.Errorf("stop the lab: %v", err)
-		}
-	})
+	lab := startLab(t, galeralab.Config{Name: "ports", Nodes: 3})
 	h, err := host.Open("/")
 	if err != nil {
 		t.Fatal(err)
