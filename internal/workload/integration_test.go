@@ -85,10 +85,11 @@ func checkResult(t *testing.T, what string, r *Result, s Spec, clients int) {
 	if s.Warmup > 0 && !(r.WarmupOpsPerSec > 0) {
 		t.Errorf("%s: no warm-up throughput", what)
 	}
-	// The per-second series adds up to the total rate.
+	// The per-second series adds up to the total rate; a second may hold one
+	// of the rare errors (a deadlock sysbench retried) the total allows.
 	var ops, span, prev float64
 	for _, sec := range r.PerSecond {
-		if sec.Warmup || sec.Ops < 0 || sec.Errors != 0 {
+		if sec.Warmup || sec.Ops < 0 || sec.Errors < 0 || sec.Errors*100 > sec.Ops {
 			t.Errorf("%s: second %+v", what, sec)
 		}
 		at := sec.At.Seconds()
