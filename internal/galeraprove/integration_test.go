@@ -63,7 +63,10 @@ const suspect = 3 * time.Second
 
 // prove starts a lab, proves the scenarios (nil: every one the model
 // picks for the lab), stops the lab, and checks that every prediction
-// held.
+// held. The two proofs run side by side (t.Parallel, before the lock is
+// taken): each lab has its own subnet and namespaces, most of a proof is
+// waiting for suspect timeouts and recoveries, and the labs' 3 s suspect
+// timeout already allows for a loaded host.
 func prove(t *testing.T, cfg galeralab.Config, only ...string) *Report {
 	needLab(t)
 	cfg.Root, cfg.Log, cfg.SuspectTimeout = labRoot(t), logW{t}, suspect
@@ -130,6 +133,7 @@ func observedSurvives(t *testing.T, r *Report, name string) bool {
 // The seed's table, observed: three data nodes survive one failure, at
 // once or one by one, not two.
 func TestProveThreeNodes(t *testing.T) {
+	t.Parallel()
 	r := prove(t, galeralab.Config{Name: "prove3", Nodes: 3})
 	if tol := r.Tolerance; tol.AtOnce != 1 || tol.OneByOne != 1 {
 		t.Errorf("model: %d at once, %d one by one; the seed says 1 and 1", tol.AtOnce, tol.OneByOne)
@@ -153,6 +157,7 @@ func TestProveThreeNodes(t *testing.T) {
 // the same arithmetic as in the lab without garbd, and the suite's time
 // is short.
 func TestProveThreeNodesAndArbitrator(t *testing.T) {
+	t.Parallel()
 	r := prove(t, galeralab.Config{Name: "prove3g", Nodes: 3, Arbitrator: true},
 		"kill_at_once_1", "kill_at_once_2", "kill_one_by_one_2", "kill_one_by_one_3")
 	if tol := r.Tolerance; tol.AtOnce != 1 || tol.OneByOne != 2 {
