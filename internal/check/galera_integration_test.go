@@ -104,6 +104,7 @@ func TestGaleraChecksLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration: starts a Galera lab")
 	}
+	t.Parallel() // beside TestGaleraPortsLab: see startLab
 	_, errG := os.Stat("/usr/bin/garbd")
 	testdb.Need(t, "galera-arbitrator-4", errG == nil)
 	lab := startLab(t, galeralab.Config{Name: "checks", Nodes: 3, Arbitrator: true})
@@ -148,6 +149,11 @@ func TestGaleraChecksLab(t *testing.T) {
 // startLab starts a Galera lab in a temporary root for the rest of the
 // test (root, galera-4 and the host lock, as every lab test needs) and
 // stops it when the test ends.
+//
+// The two lab tests run side by side (t.Parallel, called before the lock
+// is taken): each lab has its own subnet and namespaces, most of a start
+// is waiting for the nodes to join, and each test judges only its own
+// lab's servers.
 func startLab(t *testing.T, cfg galeralab.Config) *galeralab.Lab {
 	t.Helper()
 	testdb.Need(t, "root (network namespaces)", os.Geteuid() == 0)

@@ -21,6 +21,7 @@ func TestGaleraPortsLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration: starts a Galera lab")
 	}
+	t.Parallel() // beside TestGaleraChecksLab: see startLab
 	lab := startLab(t, galeralab.Config{Name: "ports", Nodes: 3})
 	h, err := host.Open("/")
 	if err != nil {
