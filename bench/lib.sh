@@ -27,22 +27,42 @@ elapsed_ms() {
   printf '%d.%03d' $((us / 1000)) $((us % 1000))
 }
 
-# measure DIR KEY ROUND CMD... runs CMD twice and appends one line to
-# DIR/samples: "KEY ROUND WALL_MS CPU_MS RSS_KB MINFLT RC". The first run is
-# bare, as bash runs any command: its wall time from $EPOCHREALTIME, its CPU
-# (user+sys) from bash's time keyword, to the millisecond. The second runs
-# under GNU time for the peak RSS and minor page faults: time(1) prints CPU
-# in 10 ms steps and adds its own fork and exec to the wall time, too coarse
-# for a start-up of a few milliseconds. The last run's output stays in
-# DIR/KEY.out and DIR/KEY.err.
+# measure DIR KEY ROUND CMD... runs CMD three times and appends one line to
+# DIR/samples: "KEY ROUND WALL_MS CPU_MS RSS_KB FAULTS RC".
+#   1. bare, as bash runs any command: the wall time, from $EPOCHREALTIME;
+#   2. under perf stat: CPU (task-clock) and page faults, counted from the
+#      exec on, to the microsecond;
+#   3. under GNU time: the peak RSS.
+# time(1) prints CPU in 10 ms steps and counts its child's faults from the
+# fork; either wrapper adds its own fork and exec to the wall time: too coarse
+# for a start-up of a few milliseconds. Without a working perf, CPU is bash's
+# time of the bare run (1 ms steps) and the faults time(1)'s minor ones.
+# The last bare run's output stays in DIR/KEY.out and DIR/KEY.err.
 measure() {
-  local dir=$1 key=$2 round=$3 rc=0 t0 t1 TIMEFORMAT='%3U %3S'
+  local dir=$1 key=$2 round=$3 rc=0 t0 t1 cpu rss faults TIMEFORMAT='%3U %3S'
   shift 3
   t0=$EPOCHREALTIME
   { time "$@" </dev/null >"$dir/$key.out" 2>"$dir/$key.err"; } 2>"$dir/cpu" || rc=$?
   t1=$EPOCHREALTIME
   /usr/bin/time -f '%M %R' -o "$dir/rusage" "$@" </dev/null >/dev/null 2>&1 || true
-  echo "$key $round $(elapsed_ms "$t0" "$t1") $(awk '{printf "%.0f", ($1+$2)*1000}' "$dir/cpu") $(tail -n1 "$dir/rusage") $rc" >>"$dir/samples"
+  read -r rss faults < <(tail -n1 "$dir/rusage")
+  cpu=$(awk '{printf "%.3f", ($1+$2)*1000}' "$dir/cpu")
+  if have_perf; then
+    perf stat -x, -e task-clock,page-faults -o "$dir/perf" -- "$@" </dev/null >/dev/null 2>&1 || true
+    cpu=$(awk -F, '$3 ~ /^task-clock/ {print $1}' "$dir/perf")
+    faults=$(awk -F, '$3 ~ /^page-faults/ {print $1}' "$dir/perf")
+  fi
+  echo "$key $round $(elapsed_ms "$t0" "$t1") $cpu $rss $faults $rc" >>"$dir/samples"
+}
+
+# have_perf says whether perf stat can count here (as root it can, when the
+# package matches the kernel); it asks once.
+have_perf() {
+  if [ -z "${_have_perf:-}" ]; then
+    _have_perf=no
+    perf stat -x, -e task-clock -o /dev/null -- true >/dev/null 2>&1 && _have_perf=yes
+  fi
+  [ "$_have_perf" = yes ]
 }
 
 # measure_once is measure for commands that take seconds: one run under GNU
@@ -53,7 +73,7 @@ measure_once() {
   t0=$EPOCHREALTIME
   { time /usr/bin/time -f '%M %R' -o "$dir/rusage" "$@" </dev/null >"$dir/$key.out" 2>"$dir/$key.err"; } 2>"$dir/cpu" || rc=$?
   t1=$EPOCHREALTIME
-  echo "$key $round $(elapsed_ms "$t0" "$t1") $(awk '{printf "%.0f", ($1+$2)*1000}' "$dir/cpu") $(tail -n1 "$dir/rusage") $rc" >>"$dir/samples"
+  echo "$key $round $(elapsed_ms "$t0" "$t1") $(awk '{printf "%.3f", ($1+$2)*1000}' "$dir/cpu") $(tail -n1 "$dir/rusage") $rc" >>"$dir/samples"
 }
 
 # column FILE KEY N prints column N (see measure) of KEY's samples.

@@ -12,8 +12,8 @@
 #               it is, then with idle processes added (half static 4 MiB
 #               holders, half sleep) until BUSY (default 250) processes run
 #
-# Per command: median and min–max wall time, median CPU, peak RSS and minor
-# page faults; a ratio is the median of the ratios within each round, both
+# Per command: median and min–max wall time (a bare run), median CPU and
+# page faults (perf stat) and peak RSS (GNU time); a ratio is the median of the ratios within each round, both
 # sides measured under the same conditions. BEFORE=/path/to/old/dbhost adds
 # an old build to every round, so one run gives before and after.
 #
@@ -25,7 +25,7 @@
 # README.md's Performance section; --update-readme writes that table between
 # the README's speed.sh markers. Needs root (the audit and both memory
 # scanners read root-only state). Installs percona-toolkit, smem, time and
-# gcc from the distribution when missing; builds ./dbhost (make build) when
+# gcc from the distribution when missing (and uses perf when it works); builds ./dbhost (make build) when
 # missing and DBHOST is unset; needs go on PATH for the hello world.
 set -euo pipefail
 # Paths given relative to the caller's directory.
@@ -193,7 +193,7 @@ row() {
     "$(column "$s" "$k" 6 | median | awk '{printf "%.0f", $1}')" "$bad" "$vp" "$vb"
 }
 header() {
-  echo "| command | runs | wall ms, median (min–max) | CPU ms | peak RSS MiB | minor faults | exit ≠ 0 | ÷ $1, wall | ÷ before, wall / CPU |"
+  echo "| command | runs | wall ms, median (min–max) | CPU ms | peak RSS MiB | page faults | exit ≠ 0 | ÷ $1, wall | ÷ before, wall / CPU |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 }
 # table WORK PEER LABEL prints the rows of dbhost and of the old build.
@@ -215,9 +215,9 @@ report="bench/results/speed-$(date -u +%Y%m%d-%H%M%S).md"
   echo "Running: $(pgrep -c -x postgres || true) postgres processes, $(pgrep -c -x mariadbd || true) mariadbd, $(pgrep -c -x redis-server || true) redis-server; the audit found $instances instances."
   echo
   echo "$runs rounds after one warm-up of each command, order reversed every other round. Wall: a bare run"
-  echo "(\$EPOCHREALTIME around bash's fork and exec); CPU: user+sys of that run (bash's time, 1 ms steps);"
-  echo "peak RSS and minor faults: a second run under GNU time (pt-summary: wall, CPU and all from one run"
-  echo "under GNU time). A ratio is the median of the per-round ratios."
+  echo "(\$EPOCHREALTIME around bash's fork and exec); $(if have_perf; then echo "CPU (task-clock) and page faults: a second run under perf stat;"; else echo "CPU: user+sys of the bare run (bash's time, 1 ms steps), minor faults from GNU time;"; fi)"
+  echo "peak RSS: a run under GNU time. pt-summary: wall, CPU (user+sys), minor faults and RSS from one run"
+  echo "under GNU time. A ratio is the median of the per-round ratios."
   echo
   echo "## Start-up"
   echo
@@ -244,12 +244,15 @@ report="bench/results/speed-$(date -u +%Y%m%d-%H%M%S).md"
 } >"$report"
 
 # The README's table: the medians and the ratios of the same run.
-cell() { echo "$(wall "$1") ms"; }
+# cell prints wall and CPU: on a shared machine CPU time moves less with
+# the load than wall time does.
+cell() { echo "$(wall "$1") ms, CPU $(column "$s" "$1" 4 | median | ms)"; }
 rr() { pair_ratios "$s" "$1" "$2" 3 | median | ratio; }
 readme() {
   local b=${BEFORE:+1}
-  echo "Medians of one run of \`sudo bench/speed.sh $runs\` ($date, $(nproc) vCPUs, Linux $(uname -r | cut -d- -f1)): $runs interleaved"
-  echo "rounds (pt-summary: $((pt_runs < runs ? pt_runs : runs))), each ratio the median of the per-round ratios."
+  echo "Medians of one run of \`sudo bench/speed.sh $runs\` ($date, $(nproc) vCPUs, Linux $(uname -r | cut -d- -f1), load average"
+  echo "${load%% *} before it): $runs interleaved rounds (pt-summary: $((pt_runs < runs ? pt_runs : runs))), wall and CPU in ms, each ratio"
+  echo "the median of the per-round ratios of wall times."
   echo
   if [ -n "$b" ]; then
     echo "| \`bench/speed.sh\` | dbhost | before | peer | dbhost ÷ peer | dbhost ÷ before |"
