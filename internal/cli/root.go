@@ -48,16 +48,23 @@ func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) i
 	return a.code
 }
 
-// root builds the whole command tree.
-func (a *app) root() *cobra.Command { return a.rootFor(nil) }
+// root builds the whole command tree, with its flags' completions.
+func (a *app) root() *cobra.Command { return a.tree(nil, true) }
 
 // rootFor builds the command tree a run with args needs. Building every
 // command's flags is most of a short command's start-up, so when args
 // name a top-level command plainly (lazyCommand), the root holds that
 // command alone: what it runs and prints does not depend on its siblings.
 // Anything else (help, completion, man pages, an unknown command) gets
-// the whole tree.
+// the whole tree; the flags' completions only a shell's completion
+// request (cobra's __complete) reads.
 func (a *app) rootFor(args []string) *cobra.Command {
+	return a.tree(lazyCommand(a, args), len(args) > 0 && strings.HasPrefix(args[0], cobra.ShellCompRequestCmd))
+}
+
+// tree builds the root with the one command build makes, or with every
+// command when build is nil.
+func (a *app) tree(build func() *cobra.Command, completions bool) *cobra.Command {
 	root := &cobra.Command{
 		Use:                   "dbhost COMMAND",
 		Short:                 "makes Linux hosts run databases well",
@@ -97,7 +104,7 @@ func (a *app) rootFor(args []string) *cobra.Command {
 	root.SetHelpFunc(func(c *cobra.Command, _ []string) { showHelp(c, c.OutOrStdout()) })
 	root.SetUsageFunc(func(c *cobra.Command) error { writeUsage(c.ErrOrStderr(), c); return nil })
 	root.SetHelpCommand(a.helpCmd(root))
-	if build := lazyCommand(a, args); build != nil {
+	if build != nil {
 		root.AddCommand(build())
 		root.InitDefaultHelpCmd()
 		return root
@@ -110,7 +117,9 @@ func (a *app) rootFor(args []string) *cobra.Command {
 		a.galeraCmd(),
 	)
 	root.InitDefaultHelpCmd() // now, so that compatArgs finds 'help'
-	registerCompletions(root)
+	if completions {
+		registerCompletions(root)
+	}
 	return root
 }
 
