@@ -7,15 +7,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"time"
 
 	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/safefile"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
-var idRe = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4}$`)
+var idRe = textio.LazyRegexp(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4}$`)
 
 // makeSetDir creates the change set's directory (and the state directory),
 // mode 0700, and checks that nobody else owns or can write to them.

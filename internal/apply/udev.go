@@ -6,12 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // After writing a udev rules file, apply asks a running udevd to reload
@@ -30,7 +30,7 @@ var (
 
 const udevRulesDir = "/etc/udev/rules.d/"
 
-var udevKernelRe = regexp.MustCompile(`KERNEL=="([A-Za-z0-9][A-Za-z0-9_.:-]*)"`)
+var udevKernelRe = textio.LazyRegexp(`KERNEL=="([A-Za-z0-9][A-Za-z0-9_.:-]*)"`)
 
 // udevadm returns a trusted udevadm when udevd runs, or why not.
 func udevadm() (string, string) {

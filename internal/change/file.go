@@ -8,20 +8,20 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/dbhost/dbhost/internal/safefile"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // MaxFile bounds a file read back (dbhost's are a few KB).
 const MaxFile = 4 << 20
 
 var (
-	nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@:+-]*$`)
-	unitRe = regexp.MustCompile(`^/etc/systemd/system/([A-Za-z0-9][A-Za-z0-9_.@:\\-]*\.(service|socket|mount|target|slice|scope|timer))\.d/$`)
+	nameRe = textio.LazyRegexp(`^[A-Za-z0-9][A-Za-z0-9_.@:+-]*$`)
+	unitRe = textio.LazyRegexp(`^/etc/systemd/system/([A-Za-z0-9][A-Za-z0-9_.@:\\-]*\.(service|socket|mount|target|slice|scope|timer))\.d/$`)
 )
 
 // safeDirs are the directories files are written into, with the suffix

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -25,9 +24,10 @@ import (
 
 	"github.com/dbhost/dbhost/internal/fix"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
-var rlimitPathRe = regexp.MustCompile(`^/proc/([1-9][0-9]*)/limits:(nofile|nproc|memlock)$`)
+var rlimitPathRe = textio.LazyRegexp(`^/proc/([1-9][0-9]*)/limits:(nofile|nproc|memlock)$`)
 
 // rlimits maps fix.Rlimit items to the resource and its /proc/PID/limits
 // line.

@@ -134,27 +134,43 @@ type Check struct {
 }
 
 var (
-	mu       sync.Mutex
-	registry = map[string]*Check{}
+	mu sync.Mutex
+	// registered is the catalog in registration order; byID indexes it,
+	// built on first use rather than in every command's start-up.
+	registered []*Check
+	byID       map[string]*Check
 )
 
-// Register adds a check to the catalog. A duplicate or malformed entry is a
-// programming error and panics at start-up.
+// Register adds a check to the catalog. A malformed entry is a programming
+// error and panics at start-up; a duplicate ID, when the catalog is first
+// read.
 func Register(c Check) {
 	mu.Lock()
 	defer mu.Unlock()
 	if c.ID == "" || c.Title == "" || c.Problem == "" || c.Doc == "" || c.Run == nil || c.Severity == 0 || len(c.AppliesTo) == 0 {
 		panic("check: incomplete registration of " + c.ID)
 	}
-	if _, dup := registry[c.ID]; dup {
-		panic("check: duplicate ID " + c.ID)
-	}
 	for _, n := range c.Sysctls {
 		if n == "" || strings.ContainsAny(n, "*/ ") {
 			panic("check: " + c.ID + " declares kernel parameter " + strconv.Quote(n) + " (want a dotted name)")
 		}
 	}
-	registry[c.ID] = &c
+	registered = append(registered, &c)
+	byID = nil
+}
+
+// catalog is the checks by ID. The caller holds mu.
+func catalog() map[string]*Check {
+	if byID == nil {
+		byID = make(map[string]*Check, len(registered))
+		for _, c := range registered {
+			if _, dup := byID[c.ID]; dup {
+				panic("check: duplicate ID " + c.ID)
+			}
+			byID[c.ID] = c
+		}
+	}
+	return byID
 }
 
 // Sysctls lists, sorted, the kernel parameters the catalog's checks declare:
@@ -163,7 +179,7 @@ func Sysctls() []string {
 	mu.Lock()
 	defer mu.Unlock()
 	var out []string
-	for _, c := range registry {
+	for _, c := range catalog() {
 		out = append(out, c.Sysctls...)
 	}
 	slices.Sort(out)
@@ -180,8 +196,9 @@ func GatherOptions(e engine.Options) facts.Options {
 func All() []*Check {
 	mu.Lock()
 	defer mu.Unlock()
-	out := make([]*Check, 0, len(registry))
-	for _, c := range registry {
+	cat := catalog()
+	out := make([]*Check, 0, len(cat))
+	for _, c := range cat {
 		out = append(out, c)
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
@@ -192,7 +209,7 @@ func All() []*Check {
 func Lookup(id string) (*Check, bool) {
 	mu.Lock()
 	defer mu.Unlock()
-	c, ok := registry[id]
+	c, ok := catalog()[id]
 	return c, ok
 }
 

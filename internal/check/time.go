@@ -2,12 +2,12 @@ package check
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/facts"
 	"github.com/dbhost/dbhost/internal/fix"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // maxEstErrorUS is the kernel's estimated clock error above which
@@ -178,7 +178,7 @@ func adjtimexStatus(st int) string {
 
 // clocksourceName is what a clock source's name looks like (tsc, kvm-clock,
 // arch_sys_counter, hyperv_clocksource_tsc_page).
-var clocksourceName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+var clocksourceName = textio.LazyRegexp(`^[a-z][a-z0-9_-]*$`)
 
 // fastClocksources are read by the vDSO in user space, without a system
 // call: the x86 TSC and paravirtual clocks, the Arm generic timer, the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -249,7 +248,7 @@ func sysctlsRead(c catalogEntry) string {
 }
 
 // pathInDoc finds the absolute paths a check's doc says it reads.
-var pathInDoc = regexp.MustCompile(`(?:^|[\s(,])(/(?:proc|sys|etc|run|usr|lib|var|dev)/[A-Za-z0-9_./*<>+-]*[A-Za-z0-9_*>])`)
+var pathInDoc = textio.LazyRegexp(`(?:^|[\s(,])(/(?:proc|sys|etc|run|usr|lib|var|dev)/[A-Za-z0-9_./*<>+-]*[A-Za-z0-9_*>])`)
 
 // docPaths lists, in order and once each, the files and directories under
 // /proc, /sys, /etc, ... that a doc names.

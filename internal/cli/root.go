@@ -29,7 +29,12 @@ func run(ctx context.Context, env Env, args []string) int {
 		env.Version = devVersion
 	}
 	a := &app{env: env}
-	root := a.root()
+	return a.execute(ctx, a.rootFor(args), args)
+}
+
+// execute runs args on the tree root and returns the exit status.
+func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) int {
+	env := a.env
 	root.SetArgs(compatArgs(root, args))
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil {
@@ -43,8 +48,23 @@ func run(ctx context.Context, env Env, args []string) int {
 	return a.code
 }
 
-// root builds the command tree.
-func (a *app) root() *cobra.Command {
+// root builds the whole command tree, with its flags' completions.
+func (a *app) root() *cobra.Command { return a.tree(nil, true) }
+
+// rootFor builds the command tree a run with args needs. Building every
+// command's flags is most of a short command's start-up, so when args
+// name a top-level command plainly (lazyCommand), the root holds that
+// command alone: what it runs and prints does not depend on its siblings.
+// Anything else (help, completion, man pages, an unknown command) gets
+// the whole tree; the flags' completions only a shell's completion
+// request (cobra's __complete) reads.
+func (a *app) rootFor(args []string) *cobra.Command {
+	return a.tree(lazyCommand(a, args), len(args) > 0 && strings.HasPrefix(args[0], cobra.ShellCompRequestCmd))
+}
+
+// tree builds the root with the one command build makes, or with every
+// command when build is nil.
+func (a *app) tree(build func() *cobra.Command, completions bool) *cobra.Command {
 	root := &cobra.Command{
 		Use:                   "dbhost COMMAND",
 		Short:                 "makes Linux hosts run databases well",
@@ -84,6 +104,11 @@ func (a *app) root() *cobra.Command {
 	root.SetHelpFunc(func(c *cobra.Command, _ []string) { showHelp(c, c.OutOrStdout()) })
 	root.SetUsageFunc(func(c *cobra.Command) error { writeUsage(c.ErrOrStderr(), c); return nil })
 	root.SetHelpCommand(a.helpCmd(root))
+	if build != nil {
+		root.AddCommand(build())
+		root.InitDefaultHelpCmd()
+		return root
+	}
 	root.AddCommand(
 		a.auditCmd(), a.collectCmd(), a.checksCmd(), a.fixCmd(), a.memCmd(), a.contentionCmd(),
 		a.experimentCmd(), a.resultsCmd(), a.serveCmd(), a.diffCmd(), a.fleetCmd(),
@@ -92,8 +117,38 @@ func (a *app) root() *cobra.Command {
 		a.galeraCmd(),
 	)
 	root.InitDefaultHelpCmd() // now, so that compatArgs finds 'help'
-	registerCompletions(root)
+	if completions {
+		registerCompletions(root)
+	}
 	return root
+}
+
+// lazyCommands are the top-level commands a run may build alone. Not
+// here: help, completion and man, which read the whole tree.
+func lazyCommands(a *app) map[string]func() *cobra.Command {
+	return map[string]func() *cobra.Command{
+		"audit": a.auditCmd, "collect": a.collectCmd, "checks": a.checksCmd, "fix": a.fixCmd,
+		"mem": a.memCmd, "contention": a.contentionCmd, "experiment": a.experimentCmd,
+		"results": a.resultsCmd, "serve": a.serveCmd, "diff": a.diffCmd, "fleet": a.fleetCmd,
+		"lab": a.labCmd, "version": a.versionCmd, "galera": a.galeraCmd,
+	}
+}
+
+// lazyCommand returns the builder of the one command args run, or nil when
+// the run needs the whole tree: no command, one not in lazyCommands
+// (shell completion's __complete, an alias, a typo), or what may ask for
+// help anywhere (-h, --help, -help, a flag cluster with h: help output
+// and cobra's help flag are the whole tree's business).
+func lazyCommand(a *app, args []string) func() *cobra.Command {
+	if len(args) == 0 {
+		return nil
+	}
+	for _, arg := range args {
+		if strings.HasPrefix(arg, "-") && strings.Contains(arg, "h") {
+			return nil
+		}
+	}
+	return lazyCommands(a)[args[0]]
 }
 
 // newCmd is a command that takes no operands unless told otherwise.

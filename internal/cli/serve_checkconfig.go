@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/metrics"
 	"github.com/dbhost/dbhost/internal/termsafe"
+	"github.com/dbhost/dbhost/internal/textio"
 	"github.com/dbhost/dbhost/internal/waiver"
 )
 
@@ -237,11 +237,11 @@ func listenAddress(a string) (string, error) {
 }
 
 // hostName is a DNS name's syntax: labels of letters, digits and hyphens.
-var hostName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$`)
+var hostName = textio.LazyRegexp(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$`)
 
 // quoted are the values the YAML parser quotes in its errors ("cannot
 // unmarshal !!str `secretp...`"): a password put where a map belongs.
-var quoted = regexp.MustCompile("\\s*`[^`]*`")
+var quoted = textio.LazyRegexp("\\s*`[^`]*`")
 
 // yamlError is a YAML error without the values it quotes, on one line
 // (the parser lists each error on a line of its own).

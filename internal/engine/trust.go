@@ -15,13 +15,13 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/termsafe"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // Trust is the verdict on an instance.
@@ -266,7 +266,7 @@ func vouched(h *host.Host, in *Instance, dirs []string) (string, bool) {
 
 // versionRE is what a server's version looks like: "15", "15.4",
 // "10.11.6-MariaDB-0+deb12u1", "7.0.15", "v8.0.4".
-var versionRE = regexp.MustCompile(`^v?[0-9]{1,4}(\.[0-9]{1,6}){0,3}([-+~._][0-9A-Za-z._+~-]{0,48})?$`)
+var versionRE = textio.LazyRegexp(`^v?[0-9]{1,4}(\.[0-9]{1,6}){0,3}([-+~._][0-9A-Za-z._+~-]{0,48})?$`)
 
 // ValidVersion reports whether s reads as a version: a file or a server
 // answer that does not is not believed (a PG_VERSION linked to another

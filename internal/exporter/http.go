@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -42,7 +43,10 @@ func (e *Exporter) healthz(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-var page = template.Must(template.New("index").Parse(`<!doctype html>
+// page is parsed on first use: html/template's parse is start-up work
+// that every command paid, and only serve's index shows it.
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("index").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>dbhost exporter</title>
 <style>body{font:14px/1.5 system-ui,sans-serif;margin:2em auto;max-width:46em;color:#222}
 h1{font-size:1.4em}table{border-collapse:collapse}td{padding:.2em 1em .2em 0}
@@ -59,11 +63,12 @@ h1{font-size:1.4em}table{border-collapse:collapse}td{padding:.2em 1em .2em 0}
 <p>Run <code>dbhost audit</code> on the host for the reasons and fixes.</p>
 </body></html>
 `))
+})
 
 func (e *Exporter) index(w http.ResponseWriter, _ *http.Request) {
 	r := e.last.Load()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	page.Execute(w, map[string]any{
+	page().Execute(w, map[string]any{
 		"Version": e.cfg.Version, "Interval": e.cfg.Interval, "Success": r.success,
 		"Took": r.took.Round(time.Millisecond), "Failed": r.failed,
 		"Fail": r.summary.fail, "Waived": r.summary.waived, "Unknown": r.summary.unknown, "Pass": r.summary.pass,

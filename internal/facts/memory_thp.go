@@ -3,11 +3,11 @@ package facts
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // THPDir is where the kernel exposes transparent huge page settings.
@@ -116,7 +116,7 @@ func (b *bootScan) cmdline(h *host.Host) {
 	}
 }
 
-var grubCmdline = regexp.MustCompile(`^\s*GRUB_CMDLINE_LINUX(?:_DEFAULT)?\s*=\s*(.*)$`)
+var grubCmdline = textio.LazyRegexp(`^\s*GRUB_CMDLINE_LINUX(?:_DEFAULT)?\s*=\s*(.*)$`)
 
 // grub: the boot loader configuration is what the next boot's command line
 // will be (after update-grub), so it comes after the running one.
@@ -197,7 +197,7 @@ func thpKey(p string) (string, bool) {
 
 // thpWrite matches shell writes of a THP file: "echo never > FILE",
 // "echo never | tee FILE", "printf never > FILE", with optional quotes.
-var thpWrite = regexp.MustCompile(`(?:echo|printf)\s+(?:-n\s+)?["']?([A-Za-z0-9+_]+)["']?\s*(?:>>?|\|\s*(?:sudo\s+)?tee(?:\s+-a)?)\s*["']?(/sys/kernel/mm/transparent_hugepage/[A-Za-z0-9_/]+)`)
+var thpWrite = textio.LazyRegexp(`(?:echo|printf)\s+(?:-n\s+)?["']?([A-Za-z0-9+_]+)["']?\s*(?:>>?|\|\s*(?:sudo\s+)?tee(?:\s+-a)?)\s*["']?(/sys/kernel/mm/transparent_hugepage/[A-Za-z0-9_/]+)`)
 
 // parseShellTHP finds THP writes in shell lines (rc.local, ExecStart=).
 func parseShellTHP(file, data string) []Persisted {

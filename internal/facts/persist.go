@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 	"github.com/dbhost/dbhost/internal/unitfile"
 )
 
@@ -325,9 +325,9 @@ func (p Persist) LimitFor(user string, groups []string, item string) (soft, hard
 }
 
 var (
-	udevAttr   = regexp.MustCompile(`ATTRS?\{([^}]+)\}\s*(==|!=|:=|\+=|-=|=)\s*"([^"]*)"`)
-	udevKernel = regexp.MustCompile(`KERNEL\s*==\s*"([^"]*)"`)
-	udevMatch  = regexp.MustCompile(`([A-Z_]+(?:\{[^}]*\})?)\s*(==|!=)\s*"([^"]*)"`)
+	udevAttr   = textio.LazyRegexp(`ATTRS?\{([^}]+)\}\s*(==|!=|:=|\+=|-=|=)\s*"([^"]*)"`)
+	udevKernel = textio.LazyRegexp(`KERNEL\s*==\s*"([^"]*)"`)
+	udevMatch  = textio.LazyRegexp(`([A-Z_]+(?:\{[^}]*\})?)\s*(==|!=)\s*"([^"]*)"`)
 )
 
 // udevQueueAttrs are the block queue attributes dbhost follows.

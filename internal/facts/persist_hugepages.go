@@ -1,10 +1,10 @@
 package facts
 
 import (
-	"regexp"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // Huge page pools a boot unit reserves: enabled services in
@@ -15,8 +15,8 @@ import (
 // does not say it literally (a script, a variable).
 
 var (
-	hugeSysctlSet = regexp.MustCompile(`vm[./]nr_hugepages\s*=\s*"?([0-9]*)`)
-	hugeEchoSet   = regexp.MustCompile(`(?:echo|printf)\s+(?:-n\s+)?["']?([^\s"'>|]*)["']?\s*(?:>>?|\|\s*(?:sudo\s+)?tee(?:\s+-a)?)\s*["']?(/proc/sys/vm/nr_hugepages|/sys/kernel/mm/hugepages/(hugepages-[0-9]+kB)/nr_hugepages)`)
+	hugeSysctlSet = textio.LazyRegexp(`vm[./]nr_hugepages\s*=\s*"?([0-9]*)`)
+	hugeEchoSet   = textio.LazyRegexp(`(?:echo|printf)\s+(?:-n\s+)?["']?([^\s"'>|]*)["']?\s*(?:>>?|\|\s*(?:sudo\s+)?tee(?:\s+-a)?)\s*["']?(/proc/sys/vm/nr_hugepages|/sys/kernel/mm/hugepages/(hugepages-[0-9]+kB)/nr_hugepages)`)
 )
 
 // parseHugePagesBoot finds the lines of a unit or script that reserve huge

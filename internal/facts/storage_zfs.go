@@ -2,11 +2,11 @@ package facts
 
 import (
 	"context"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 const (
@@ -71,7 +71,7 @@ func ParseZFSGet(out string) (vals, srcs map[string]map[string]string) {
 	return vals, srcs
 }
 
-var groupVdev = regexp.MustCompile(`^(mirror|raidz[123]?|draid[123]?|spare|replacing)(-|:|$)`)
+var groupVdev = textio.LazyRegexp(`^(mirror|raidz[123]?|draid[123]?|spare|replacing)(-|:|$)`)
 
 // ParseZpoolStatus reads `zpool status -P`: each pool's name, state, and
 // the leaf devices of its logs and cache sections.

@@ -2,11 +2,11 @@ package facts
 
 import (
 	"context"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // System describes the kernel, C library, distribution and virtualisation.
@@ -84,7 +84,7 @@ func countCPUList(s string) int {
 
 func init() { registerHost(DomainSystem, gatherSystem) }
 
-var glibcVersion = regexp.MustCompile(`\b(\d+\.\d+)\b`)
+var glibcVersion = textio.LazyRegexp(`\b(\d+\.\d+)\b`)
 
 func gatherSystem(ctx context.Context, h *host.Host, f *Facts) {
 	s := &f.System

@@ -23,7 +23,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +32,7 @@ import (
 	"github.com/dbhost/dbhost/internal/galera"
 	"github.com/dbhost/dbhost/internal/journal"
 	"github.com/dbhost/dbhost/internal/safefile"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 const (
@@ -115,7 +115,7 @@ type Lab struct {
 	t0      time.Time // when the current Start or Recover began
 }
 
-var nameRE = regexp.MustCompile(`^[a-z][a-z0-9]{0,19}$`)
+var nameRE = textio.LazyRegexp(`^[a-z][a-z0-9]{0,19}$`)
 
 // ErrNoLab: no lab of that name.
 var ErrNoLab = errors.New("no such lab")

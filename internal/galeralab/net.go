@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/journal"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // bins are the programs the lab runs, each checked to be root's alone
@@ -189,7 +189,7 @@ func killNetns(name string, grace time.Duration) error {
 // netLock serialises the choice of a lab's subnet between labs.
 const netLock = "dbhost-lab-net"
 
-var linkRE = regexp.MustCompile(`^v[0-9]{1,2}$`)
+var linkRE = textio.LazyRegexp(`^v[0-9]{1,2}$`)
 
 // subnetsInUse are the X of 10.238.X.0/24 that the host's interfaces or a
 // running lab's hub use.

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/dbhost/dbhost/internal/host"
 	"github.com/dbhost/dbhost/internal/termsafe"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // OSUser runs the lab's servers and garbd.
@@ -436,7 +436,7 @@ func init() {
 	}
 }
 
-var optionRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+var optionRE = textio.LazyRegexp(`^[a-z][a-z0-9-]{0,63}$`)
 
 // portOr3306: a lab recorded before nodes had their own port used 3306.
 func portOr3306(p int) int {

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // Unlimited is the value of an rlimit reported as "unlimited".
@@ -33,7 +34,7 @@ const (
 	LimitAS      = "Max address space"
 )
 
-var limitsSep = regexp.MustCompile(`\s{2,}`)
+var limitsSep = textio.LazyRegexp(`\s{2,}`)
 
 // ParseLimits parses the text of /proc/PID/limits.
 func ParseLimits(b []byte) (Limits, error) {

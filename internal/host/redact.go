@@ -3,8 +3,9 @@ package host
 import (
 	"bytes"
 	"path"
-	"regexp"
 	"strings"
+
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // Redacted replaces secret values in snapshots and output.
@@ -14,12 +15,12 @@ const Redacted = "<redacted>"
 // dialects dbhost reads (postgresql.conf, my.cnf, mongod.conf, redis.conf)
 // and in environment assignments on command lines (PGPASSWORD, MYSQL_PWD,
 // REDISCLI_AUTH).
-var secretKey = regexp.MustCompile(`(?i)(pass(word|wd|phrase)|[-_]pass\b|^-*pass$|[-_]pwd\b|^pwd$|secret|requirepass|masterauth|[-_]auth$|^auth$|token|credential|private[_-]?key|api[-_]?key|access[-_]?key)`)
+var secretKey = textio.LazyRegexp(`(?i)(pass(word|wd|phrase)|[-_]pass\b|^-*pass$|[-_]pwd\b|^pwd$|secret|requirepass|masterauth|[-_]auth$|^auth$|token|credential|private[_-]?key|api[-_]?key|access[-_]?key)`)
 
 // policyKey matches names secretKey would take for a secret that only set
 // a policy about passwords: their values are what checks judge
 // (password_encryption = md5) and hold no credential.
-var policyKey = regexp.MustCompile(`(?i)^(password_encryption|password_(reuse|history|lifetime|require|required|check)\w*|default_password_lifetime|disconnect_on_expired_password|validate_password\W?\w*|passfile|\w*_supports_reload)$`)
+var policyKey = textio.LazyRegexp(`(?i)^(password_encryption|password_(reuse|history|lifetime|require|required|check)\w*|default_password_lifetime|disconnect_on_expired_password|validate_password\W?\w*|passfile|\w*_supports_reload)$`)
 
 // secretName reports whether a setting's name says its value is a secret.
 func secretName(name string) bool {
@@ -36,7 +37,7 @@ func secretName(name string) bool {
 }
 
 // assignment splits "key = value", "key: value" and "key value" lines.
-var assignment = regexp.MustCompile(`^(\s*[-]?\s*[A-Za-z0-9_.\-]+)(\s*[=:]\s*|\s+)(.*)$`)
+var assignment = textio.LazyRegexp(`^(\s*[-]?\s*[A-Za-z0-9_.\-]+)(\s*[=:]\s*|\s+)(.*)$`)
 
 // inlineSecret finds "password=..." inside connection strings and query
 // strings (primary_conninfo, ?password=, sslpassword=, MASTER_PASSWORD='x';
@@ -44,26 +45,26 @@ var assignment = regexp.MustCompile(`^(\s*[-]?\s*[A-Za-z0-9_.\-]+)(\s*[=:]\s*|\s
 // of a line (pg_hba.conf's ldapbindpasswd=, radiussecrets=).
 // A value quoted inside a single-quoted postgresql.conf string doubles its
 // quotes: password=”p w”.
-var inlineSecret = regexp.MustCompile(`(?i)(password|passwd|pwd|secrets?)\s*=\s*(''(?:[^']|\\')*''|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s'"&;,)]+)`)
+var inlineSecret = textio.LazyRegexp(`(?i)(password|passwd|pwd|secrets?)\s*=\s*(''(?:[^']|\\')*''|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\s'"&;,)]+)`)
 
 // uriUserinfo finds the password of a URI's userinfo in any scheme
 // (postgresql://u:PW@h, mysql://, mongodb+srv://, redis://:PW@h, amqp://,
 // and scheme-relative //u:PW@h):
 // group 1 is the scheme, user and colon, group 2 the password. A password
 // may hold anything but the characters that end the authority.
-var uriUserinfo = regexp.MustCompile(`(?i)((?:[a-z][a-z0-9+.\-]*:)?//[^\s/?#@:'"]*:)([^\s/?#@'"]*(?:@[^\s/?#@'"]*)*)@`)
+var uriUserinfo = textio.LazyRegexp(`(?i)((?:[a-z][a-z0-9+.\-]*:)?//[^\s/?#@:'"]*:)([^\s/?#@'"]*(?:@[^\s/?#@'"]*)*)@`)
 
 // redisUserOnly finds redis://PW@host: Redis clients take a userinfo
 // without a colon as the password.
-var redisUserOnly = regexp.MustCompile(`(?i)((?:redis|rediss|valkey|valkeys)://)([^\s/?#@:'"]+)@`)
+var redisUserOnly = textio.LazyRegexp(`(?i)((?:redis|rediss|valkey|valkeys)://)([^\s/?#@:'"]+)@`)
 
 // identifiedBy finds SQL that sets a password (CREATE USER ... IDENTIFIED
 // BY 'pw', IDENTIFIED WITH plugin BY 'pw', SET PASSWORD = 'pw',
 // PASSWORD('pw')).
-var identifiedBy = regexp.MustCompile(`(?i)(identified\s+(?:with\s+\S+\s+)?(?:by|as)\s+(?:password\s+)?|set\s+password\s*(?:for\s+\S+\s*)?=\s*(?:password\s*\(\s*)?|\bpassword\s*\(\s*)('[^']*'|"[^"]*"|[^\s;,)]+)`)
+var identifiedBy = textio.LazyRegexp(`(?i)(identified\s+(?:with\s+\S+\s+)?(?:by|as)\s+(?:password\s+)?|set\s+password\s*(?:for\s+\S+\s*)?=\s*(?:password\s*\(\s*)?|\bpassword\s*\(\s*)('[^']*'|"[^"]*"|[^\s;,)]+)`)
 
 // bearer finds HTTP credentials in a header-like value.
-var bearer = regexp.MustCompile(`(?i)\b(basic|bearer)\s+([A-Za-z0-9+/=._~\-]{8,})`)
+var bearer = textio.LazyRegexp(`(?i)\b(basic|bearer)\s+([A-Za-z0-9+/=._~\-]{8,})`)
 
 // redactInline redacts the secrets a value carries whatever its name:
 // URI passwords, key=value passwords, SQL and HTTP credentials.
@@ -165,7 +166,7 @@ func emptyValue(v string) bool {
 }
 
 // aclHash is a SHA-256 password hash in a Redis ACL rule (#hex, !hex).
-var aclHash = regexp.MustCompile(`^[#!][0-9a-fA-F]{64}$`)
+var aclHash = textio.LazyRegexp(`^[#!][0-9a-fA-F]{64}$`)
 
 // redactACLUser redacts the passwords of a Redis ACL user definition
 // (redis.conf `user` lines and aclfile lines): ">pw" and "<pw" rules, and

@@ -34,7 +34,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +42,7 @@ import (
 	"github.com/dbhost/dbhost/internal/change"
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // Setting is one knob assignment of an arm, as written by users.
@@ -77,12 +77,12 @@ const (
 )
 
 var (
-	sysctlName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:/@+-]*$`)
-	pgName     = regexp.MustCompile(`^[a-z_][a-z0-9_$]*(\.[a-z_][a-z0-9_$]*)?$`)
-	mysqlName  = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
-	diskAttr   = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
-	hugeSize   = regexp.MustCompile(`^(?i)([0-9]+)\s*(k|kb|m|mb|g|gb)$`)
-	armName    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]*$`)
+	sysctlName = textio.LazyRegexp(`^[A-Za-z0-9_][A-Za-z0-9_.:/@+-]*$`)
+	pgName     = textio.LazyRegexp(`^[a-z_][a-z0-9_$]*(\.[a-z_][a-z0-9_$]*)?$`)
+	mysqlName  = textio.LazyRegexp(`^[a-z_][a-z0-9_]*$`)
+	diskAttr   = textio.LazyRegexp(`^[a-z][a-z0-9_]*$`)
+	hugeSize   = textio.LazyRegexp(`^(?i)([0-9]+)\s*(k|kb|m|mb|g|gb)$`)
+	armName    = textio.LazyRegexp(`^[A-Za-z0-9][A-Za-z0-9_.+-]*$`)
 )
 
 // canonical checks a knob name and returns its canonical spelling (lower

@@ -3,12 +3,12 @@ package knob
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/engine/postgres"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // pgParam is one PostgreSQL parameter as pg_settings describes it.
@@ -35,7 +35,7 @@ var listQuote = map[string]bool{
 	"local_preload_libraries": true, "session_preload_libraries": true,
 }
 
-var pgNumber = regexp.MustCompile(`^([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)$`)
+var pgNumber = textio.LazyRegexp(`^([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)$`)
 
 // Memory units in bytes and time units in microseconds, as PostgreSQL
 // spells them (case matters to the server, so it does here).

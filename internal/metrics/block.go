@@ -32,13 +32,13 @@ func (blockCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 			continue
 		}
 		if kb, ok := d.ReadAheadKB.Int(); ok {
-			ch <- gauge(readAheadDesc, float64(kb)*1024, name)
+			ch <- gauge(readAheadDesc(), float64(kb)*1024, name)
 		}
 		if d.Partition {
 			continue // its queue is its disk's
 		}
-		number(ch, nrRequestsDesc, d.NrRequests, name)
-		number(ch, rotationalDesc, d.Rotational, name)
+		number(ch, nrRequestsDesc(), d.NrRequests, name)
+		number(ch, rotationalDesc(), d.Rotational, name)
 		if d.Scheduler.OK() {
 			opts, sel := stateSet(d.Scheduler)
 			for _, o := range opts {
@@ -46,7 +46,7 @@ func (blockCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 				if o == sel {
 					v = 1
 				}
-				ch <- gauge(schedulerDesc, v, name, o)
+				ch <- gauge(schedulerDesc(), v, name, o)
 			}
 		}
 	}

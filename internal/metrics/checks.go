@@ -93,19 +93,19 @@ func (checksCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 		if unnamed[f.Subject] {
 			continue
 		}
-		ch <- gauge(statusDesc, StatusValue(f.Status), f.ID, f.Subject, f.Severity.String())
+		ch <- gauge(statusDesc(), StatusValue(f.Status), f.ID, f.Subject, f.Severity.String())
 		if w := f.Waiver; w != nil {
-			ch <- gauge(waivedDesc, 1, f.ID, f.Subject, f.Severity.String())
+			ch <- gauge(waivedDesc(), 1, f.ID, f.Subject, f.Severity.String())
 			if !w.Expires.IsZero() {
-				ch <- gauge(waiverExpiryDesc, float64(w.Expires.Unix()), f.ID, f.Subject, f.Severity.String())
+				ch <- gauge(waiverExpiryDesc(), float64(w.Expires.Unix()), f.ID, f.Subject, f.Severity.String())
 			}
 		}
 	}
 	for k, n := range counts {
-		ch <- gauge(findingsDesc, float64(n), k.status, k.sev)
+		ch <- gauge(findingsDesc(), float64(n), k.status, k.sev)
 	}
 	for k, n := range untrusted {
-		ch <- gauge(untrustedFindingsDesc, float64(n), k.status, k.sev)
+		ch <- gauge(untrustedFindingsDesc(), float64(n), k.status, k.sev)
 	}
 	waiverState(in.Waivers, ch)
 	return nil
@@ -121,7 +121,7 @@ func waiverState(st *waiver.Status, ch chan<- prometheus.Metric) {
 	if st.Valid {
 		valid = 1
 	}
-	ch <- gauge(waiversValidDesc, valid)
+	ch <- gauge(waiversValidDesc(), valid)
 	var o waiver.Outcome
 	if st.Outcome != nil {
 		o = *st.Outcome
@@ -130,6 +130,6 @@ func waiverState(st *waiver.Status, ch chan<- prometheus.Metric) {
 		state string
 		n     int
 	}{{"expired", len(o.Expired)}, {"stale", len(o.Stale)}, {"unneeded", len(o.Unneeded)}} {
-		ch <- gauge(waiverEntriesDesc, float64(s.n), s.state)
+		ch <- gauge(waiverEntriesDesc(), float64(s.n), s.state)
 	}
 }

@@ -36,9 +36,9 @@ func (galeraCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 				continue
 			}
 			seen[n] = true
-			ch <- gauge(galeraToleranceDesc, float64(t.AtOnce), n, "at_once")
-			ch <- gauge(galeraToleranceDesc, float64(t.OneByOne), n, "one_by_one")
-			ch <- gauge(galeraToleranceDesc, float64(t.CleanShutdown), n, "clean_shutdown")
+			ch <- gauge(galeraToleranceDesc(), float64(t.AtOnce), n, "at_once")
+			ch <- gauge(galeraToleranceDesc(), float64(t.OneByOne), n, "one_by_one")
+			ch <- gauge(galeraToleranceDesc(), float64(t.CleanShutdown), n, "clean_shutdown")
 		}
 	}
 	return nil

@@ -25,10 +25,10 @@ func (hugepagesCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 			continue
 		}
 		size := strconv.FormatUint(p.Bytes(), 10)
-		ch <- gauge(hpTotalDesc, float64(p.Total), size)
-		ch <- gauge(hpFreeDesc, float64(p.Free), size)
-		ch <- gauge(hpReservedDesc, float64(p.Reserved), size)
-		ch <- gauge(hpSurplusDesc, float64(p.Surplus), size)
+		ch <- gauge(hpTotalDesc(), float64(p.Total), size)
+		ch <- gauge(hpFreeDesc(), float64(p.Free), size)
+		ch <- gauge(hpReservedDesc(), float64(p.Reserved), size)
+		ch <- gauge(hpSurplusDesc(), float64(p.Surplus), size)
 	}
 	if m.HugePagesErr != "" {
 		return errors.New(m.HugePagesErr)

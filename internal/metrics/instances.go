@@ -40,7 +40,7 @@ func (instancesCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 		}
 		if n := i.Name(); !seen[n] {
 			seen[n] = true
-			ch <- gauge(instanceDesc, 1, n, string(i.Engine), i.Flavor, i.Version)
+			ch <- gauge(instanceDesc(), 1, n, string(i.Engine), i.Flavor, i.Version)
 		}
 	}
 	untrusted := map[engine.Engine]int{}
@@ -53,9 +53,9 @@ func (instancesCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 	// and go with what users start.
 	for _, e := range engine.Engines {
 		n := in.Facts.NotDescribed[e]
-		ch <- gauge(untrustedDesc, float64(untrusted[e]+n), string(e))
-		ch <- gauge(notDescribedDesc, float64(n), string(e))
-		ch <- gauge(unnamedDesc, float64(unnamed[e]), string(e))
+		ch <- gauge(untrustedDesc(), float64(untrusted[e]+n), string(e))
+		ch <- gauge(notDescribedDesc(), float64(n), string(e))
+		ch <- gauge(unnamedDesc(), float64(unnamed[e]), string(e))
 	}
 	return nil
 }

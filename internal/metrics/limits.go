@@ -31,8 +31,8 @@ func (limitsCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 			if !ok {
 				continue
 			}
-			ch <- gauge(limitDesc, limitValue(l.Soft), n, r.name, "soft")
-			ch <- gauge(limitDesc, limitValue(l.Hard), n, r.name, "hard")
+			ch <- gauge(limitDesc(), limitValue(l.Soft), n, r.name, "soft")
+			ch <- gauge(limitDesc(), limitValue(l.Hard), n, r.name, "hard")
 		}
 	}
 	return nil

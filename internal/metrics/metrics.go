@@ -151,8 +151,8 @@ func (s *Set) Collect(in *Input) []prometheus.Metric {
 		}
 		out = append(out, got...)
 		out = append(out,
-			prometheus.MustNewConstMetric(successDesc, prometheus.GaugeValue, ok, e.name),
-			prometheus.MustNewConstMetric(durationDesc, prometheus.GaugeValue, time.Since(start).Seconds(), e.name))
+			prometheus.MustNewConstMetric(successDesc(), prometheus.GaugeValue, ok, e.name),
+			prometheus.MustNewConstMetric(durationDesc(), prometheus.GaugeValue, time.Since(start).Seconds(), e.name))
 	}
 	return out
 }
@@ -178,7 +178,7 @@ func BuildInfo(version string) prometheus.Metric {
 			}
 		}
 	}
-	return prometheus.MustNewConstMetric(buildInfoDesc, prometheus.GaugeValue, 1, label(version), runtime.Version(), rev)
+	return prometheus.MustNewConstMetric(buildInfoDesc(), prometheus.GaugeValue, 1, label(version), runtime.Version(), rev)
 }
 
 var (
@@ -190,13 +190,29 @@ var (
 // dbhost_audit_last_success_timestamp_seconds.
 func AuditMeta(duration time.Duration, lastSuccess time.Time) []prometheus.Metric {
 	return []prometheus.Metric{
-		prometheus.MustNewConstMetric(auditDurationDesc, prometheus.GaugeValue, duration.Seconds()),
-		prometheus.MustNewConstMetric(auditSuccessDesc, prometheus.GaugeValue, float64(lastSuccess.UnixMilli())/1000),
+		prometheus.MustNewConstMetric(auditDurationDesc(), prometheus.GaugeValue, duration.Seconds()),
+		prometheus.MustNewConstMetric(auditSuccessDesc(), prometheus.GaugeValue, float64(lastSuccess.UnixMilli())/1000),
 	}
 }
 
-func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
+// desc is a metric's description, made on first use: the package's
+// descriptions are many, and only serve reads them.
+func desc(name, help string, labels ...string) func() *prometheus.Desc {
+	return (&lazyDesc{name: name, help: help, labels: labels}).get
+}
+
+// lazyDesc makes a description once. (Not sync.OnceValue, which would put
+// closures of its own at each call site, in the binary.)
+type lazyDesc struct {
+	name, help string
+	labels     []string
+	once       sync.Once
+	d          *prometheus.Desc
+}
+
+func (l *lazyDesc) get() *prometheus.Desc {
+	l.once.Do(func() { l.d = prometheus.NewDesc(prometheus.BuildFQName(namespace, "", l.name), l.help, l.labels, nil) })
+	return l.d
 }
 
 // label escapes a label value that others control (a data directory

@@ -40,7 +40,7 @@ func (sysctlCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 		if err != nil {
 			continue
 		}
-		ch <- gauge(sysctlDesc, v, n)
+		ch <- gauge(sysctlDesc(), v, n)
 	}
 	if read == 0 && len(names) > 0 {
 		return errors.New("no kernel parameter could be read")

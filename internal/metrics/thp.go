@@ -42,11 +42,11 @@ func (thpCollector) Update(in *Input, ch chan<- prometheus.Metric) error {
 			if o == sel {
 				v = 1
 			}
-			ch <- gauge(thpDesc, v, s.name, o)
+			ch <- gauge(thpDesc(), v, s.name, o)
 		}
 	}
 	if n, err := strconv.ParseFloat(strings.TrimSpace(t.MaxPtesNone.Value), 64); t.MaxPtesNone.OK() && err == nil {
-		ch <- gauge(ptesNoneDesc, n)
+		ch <- gauge(ptesNoneDesc(), n)
 	}
 	if len(failed) > 0 {
 		return errors.New("unreadable: " + strings.Join(failed, ", "))

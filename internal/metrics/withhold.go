@@ -50,10 +50,10 @@ func Withhold(ms []prometheus.Metric, withhold func(id string) bool) []prometheu
 	n := 0
 	for _, m := range ms {
 		d := m.Desc()
-		if withhold != nil && (d == statusDesc || d == waivedDesc || d == waiverExpiryDesc) {
+		if withhold != nil && (d == statusDesc() || d == waivedDesc() || d == waiverExpiryDesc()) {
 			var pb dto.Metric
 			if err := m.Write(&pb); err == nil && withhold(labelValue(&pb, "check")) {
-				if d == statusDesc {
+				if d == statusDesc() {
 					n++
 				}
 				continue
@@ -61,7 +61,7 @@ func Withhold(ms []prometheus.Metric, withhold func(id string) bool) []prometheu
 		}
 		out = append(out, m)
 	}
-	return append(out, prometheus.MustNewConstMetric(withheldDesc, prometheus.GaugeValue, float64(n)))
+	return append(out, prometheus.MustNewConstMetric(withheldDesc(), prometheus.GaugeValue, float64(n)))
 }
 
 func labelValue(m *dto.Metric, name string) string {

@@ -2,12 +2,12 @@ package pgcluster
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 const (
@@ -141,7 +141,7 @@ func (s Sizing) settings(port int, socketDir string) map[string]string {
 
 func kb(b uint64) string { return strconv.FormatUint((b+kiB-1)/kiB, 10) + "kB" }
 
-var settingName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+var settingName = textio.LazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
 
 // fixed are settings Options.Settings may not change: they locate the
 // cluster's files and socket, which the journal's undo and RestartArgv rely

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -187,7 +186,7 @@ func exitError(name string, err error, why []string, tail string) error {
 	}
 }
 
-var digits = regexp.MustCompile(`[0-9]+`)
+var digits = textio.LazyRegexp(`[0-9]+`)
 
 // distinct drops messages that differ from an earlier one only in numbers
 // (the client, the line, the value), saying how many were alike.

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -176,9 +175,9 @@ type pgbenchOut struct {
 }
 
 var (
-	progressRE = regexp.MustCompile(`^progress: ([0-9.]+) s, ([0-9.]+|-?nan|-?inf) tps, lat ([^ ]+) ms stddev ([^ ,]+)(.*)$`)
-	failedRE   = regexp.MustCompile(`, ([0-9]+) failed`)
-	skippedRE  = regexp.MustCompile(`, ([0-9]+) skipped`)
+	progressRE = textio.LazyRegexp(`^progress: ([0-9.]+) s, ([0-9.]+|-?nan|-?inf) tps, lat ([^ ]+) ms stddev ([^ ,]+)(.*)$`)
+	failedRE   = textio.LazyRegexp(`, ([0-9]+) failed`)
+	skippedRE  = textio.LazyRegexp(`, ([0-9]+) skipped`)
 )
 
 // pgbenchProgress parses a --progress line: the interval's end (seconds

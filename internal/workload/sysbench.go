@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -182,9 +181,9 @@ type sysbenchOut struct {
 }
 
 var (
-	intervalRE = regexp.MustCompile(`^\[ *([0-9]+(?:\.[0-9]+)?)s \] thds: ([0-9]+) tps: ([0-9.]+) qps: ([0-9.]+) .*err/s: ([0-9.]+) reconn/s: ([0-9.]+)\s*$`)
-	histRowRE  = regexp.MustCompile(`^\s*([0-9]+\.[0-9]+) \|\**\s+([0-9]+)$`)
-	perSecRE   = regexp.MustCompile(`^([0-9]+)\s+\(([0-9.]+) per sec\.\)$`)
+	intervalRE = textio.LazyRegexp(`^\[ *([0-9]+(?:\.[0-9]+)?)s \] thds: ([0-9]+) tps: ([0-9.]+) qps: ([0-9.]+) .*err/s: ([0-9.]+) reconn/s: ([0-9.]+)\s*$`)
+	histRowRE  = textio.LazyRegexp(`^\s*([0-9]+\.[0-9]+) \|\**\s+([0-9]+)$`)
+	perSecRE   = textio.LazyRegexp(`^([0-9]+)\s+\(([0-9.]+) per sec\.\)$`)
 )
 
 // sysbenchInterval parses a --report-interval line: the interval's end

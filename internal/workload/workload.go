@@ -36,12 +36,12 @@ import (
 	"fmt"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"time"
 
 	"github.com/dbhost/dbhost/internal/engine"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // Kind names a workload driver.
@@ -283,7 +283,7 @@ func (r *Result) check() error {
 	return nil
 }
 
-var sysbenchTest = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+var sysbenchTest = textio.LazyRegexp(`^[a-z][a-z0-9_]*$`)
 
 // normalize checks s against t and fills the defaults.
 func (s Spec) normalize(t Target) (Spec, error) {

@@ -11,12 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 func init() { engine.Register(detector{}) }
@@ -181,9 +181,9 @@ func storageEngine(h *host.Host, in *engine.Instance) {
 }
 
 var (
-	versionRE = regexp.MustCompile(`db version v(\d+\.\d+\S*)`)
+	versionRE = textio.LazyRegexp(`db version v(\d+\.\d+\S*)`)
 	// Percona Server for MongoDB adds its own version to the build info.
-	perconaRE = regexp.MustCompile(`(?i)"psmdbVersion"|percona`)
+	perconaRE = textio.LazyRegexp(`(?i)"psmdbVersion"|percona`)
 )
 
 // readVersion runs `mongod --version` ("db version v8.0.4" and a Build Info

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // OpenSettings: a dynamic variable changes with SET GLOBAL; the option
@@ -53,12 +53,12 @@ func (s *settingsConn) Unchanged(st engine.SettingState, value string, restart b
 }
 
 var (
-	varName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
-	number  = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
-	keyword = regexp.MustCompile(`^(?i:on|off|true|false)$`)
+	varName = textio.LazyRegexp(`^[a-z_][a-z0-9_]*$`)
+	number  = textio.LazyRegexp(`^-?[0-9]+(\.[0-9]+)?$`)
+	keyword = textio.LazyRegexp(`^(?i:on|off|true|false)$`)
 	// plain: a value quoted as a string needs no escape in any sql_mode
 	// (backslash escapes depend on NO_BACKSLASH_ESCAPES).
-	plain = regexp.MustCompile(`^[A-Za-z0-9_.,:/@+=-]*$`)
+	plain = textio.LazyRegexp(`^[A-Za-z0-9_.,:/@+=-]*$`)
 )
 
 // erUnknownSystemVariable is the server's error for a name that is no

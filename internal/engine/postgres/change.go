@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // OpenSettings: settings change with ALTER SYSTEM, which PostgreSQL keeps
@@ -44,7 +44,7 @@ func (s *settingsConn) Unchanged(st engine.SettingState, value string, _ bool) b
 
 // gucName: a setting's name as ALTER SYSTEM takes it unquoted
 // (extensions' names have a dot).
-var gucName = regexp.MustCompile(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$`)
+var gucName = textio.LazyRegexp(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$`)
 
 func (s *settingsConn) query(ctx context.Context, sql string, args ...string) ([][]string, error) {
 	params := make([][]byte, len(args))

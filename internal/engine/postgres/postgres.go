@@ -9,13 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 func init() { engine.Register(detector{}) }
@@ -176,7 +176,7 @@ func dataDir(h *host.Host, pid int, a Args, cfg *Config) string {
 	return cwd(h, pid)
 }
 
-var debianConf = regexp.MustCompile(`^/etc/postgresql/([^/]+)/([^/]+)/postgresql\.conf$`)
+var debianConf = textio.LazyRegexp(`^/etc/postgresql/([^/]+)/([^/]+)/postgresql\.conf$`)
 
 // debianCluster names a Debian cluster ("15/main") from its config path.
 func debianCluster(conf string) string {
@@ -254,10 +254,10 @@ func applyLive(in *engine.Instance, l *live) {
 	}
 }
 
-var majorRE = regexp.MustCompile(`^[0-9]{1,3}(\.[0-9]{1,3})?$`)
+var majorRE = textio.LazyRegexp(`^[0-9]{1,3}(\.[0-9]{1,3})?$`)
 
-var binVersion = regexp.MustCompile(`(?:/postgresql/|/pgsql-)(\d+(?:\.\d+)?)/bin/`)
-var versionOutput = regexp.MustCompile(`\(PostgreSQL\) (\d+[0-9.]*\w*)`)
+var binVersion = textio.LazyRegexp(`(?:/postgresql/|/pgsql-)(\d+(?:\.\d+)?)/bin/`)
+var versionOutput = textio.LazyRegexp(`\(PostgreSQL\) (\d+[0-9.]*\w*)`)
 
 // version fills the version without a connection: PG_VERSION in the data
 // directory (the major; readable by root and the postgres user), else the

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // OpenSettings: a setting changes with CONFIG SET, on a connection made
@@ -149,9 +149,9 @@ func (s *settingsConn) Unchanged(st engine.SettingState, value string, restart b
 var (
 	// configName: a setting's name as CONFIG GET and SET take it, no
 	// glob pattern.
-	configName = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+	configName = textio.LazyRegexp(`^[a-z][a-z0-9-]*$`)
 	// configValue: printable ASCII, no space, no control character.
-	configValue = regexp.MustCompile(`^[!-~]*$`)
+	configValue = textio.LazyRegexp(`^[!-~]*$`)
 )
 
 // refusedSetting says why dbhost does not change a setting, or "": a

@@ -18,12 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/dbhost/dbhost/internal/engine"
 	"github.com/dbhost/dbhost/internal/host"
+	"github.com/dbhost/dbhost/internal/textio"
 )
 
 // Redis is the Redis product; forks register their own (engine/valkey).
@@ -335,7 +335,7 @@ type hostFS struct{ h *host.Host }
 func (f hostFS) ReadFile(p string) ([]byte, error)  { return f.h.ReadConfig(p) }
 func (f hostFS) ReadDir(p string) ([]string, error) { return f.h.ReadDir(p) }
 
-var versionRE = regexp.MustCompile(`\bv=(\d+\.\d+(?:\.\d+)?\S*)`)
+var versionRE = textio.LazyRegexp(`\bv=(\d+\.\d+(?:\.\d+)?\S*)`)
 
 // readVersion runs `BINARY --version` as the server's user: "Redis server
 // v=7.0.15 sha=...", "Valkey server v=8.0.1 ...". A binary that someone
