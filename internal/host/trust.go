@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -171,8 +173,35 @@ func (h *Host) RunAs(ctx context.Context, uid, gid int, name string, args ...str
 
 func (h *Host) run(ctx context.Context, uid, gid int, name string, args ...string) ([]byte, error) {
 	return h.probe(cmdKey(name, args), func() ([]byte, error) {
-		return h.runNow(ctx, uid, gid, name, args...)
+		return h.runOnce(ctx, uid, gid, name, args...)
 	})
+}
+
+// cmdRun is one command's run, shared by every caller of a run.
+type cmdRun struct {
+	once sync.Once
+	out  []byte
+	err  error
+}
+
+// runOnce runs a command once per Host for each user and group: servers
+// of one binary (several mysqld instances, say) ask for its --version each,
+// and the answer is the same. A collection already keeps one answer per
+// command line; this keeps one per user too.
+func (h *Host) runOnce(ctx context.Context, uid, gid int, name string, args ...string) ([]byte, error) {
+	key := strconv.Itoa(uid) + ":" + strconv.Itoa(gid) + ":" + cmdKey(name, args)
+	h.cmdsMu.Lock()
+	r := h.cmds[key]
+	if r == nil {
+		if h.cmds == nil {
+			h.cmds = map[string]*cmdRun{}
+		}
+		r = &cmdRun{}
+		h.cmds[key] = r
+	}
+	h.cmdsMu.Unlock()
+	r.once.Do(func() { r.out, r.err = h.runNow(ctx, uid, gid, name, args...) })
+	return bytes.Clone(r.out), r.err
 }
 
 // cmdKey is the key a command's output is recorded under.
