@@ -115,17 +115,15 @@ func ReadTable(h *host.Host) (*Table, error) {
 	t := &Table{byPID: map[int]*Process{}}
 	t.users = readIDNames(h, "/etc/passwd")
 	t.groups = readIDNames(h, "/etc/group")
+	var buf []byte
 	for _, pid := range pids {
-		st, err := h.ProcStat(pid)
-		if err != nil {
-			continue
-		}
-		status, err := h.Status(pid)
+		var ids host.ProcIDs
+		ids, buf, err = h.ProcIDs(pid, buf)
 		if err != nil {
 			continue
 		}
 		// Effective IDs: what the process runs as.
-		p := Process{PID: pid, PPID: st.PPID, Comm: status.Name, UID: int(status.UIDs[1]), GID: int(status.GIDs[1])}
+		p := Process{PID: pid, PPID: ids.PPID, Comm: ids.Name, UID: ids.UID, GID: ids.GID}
 		p.User = t.UserName(p.UID)
 		t.Procs = append(t.Procs, p)
 	}

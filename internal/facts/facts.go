@@ -144,24 +144,18 @@ func registerInstance(name string, fn func(ctx context.Context, h *host.Host, f 
 // is recorded next to the fact (Reading.Err) or in Notes.
 func Gather(ctx context.Context, h *host.Host, opts Options) *Facts {
 	f := newFacts(h)
-	// The process table and every host-level gatherer run in parallel; each
-	// gatherer writes only its own domain field of f.
-	var wg sync.WaitGroup
-	var table *engine.Table
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t, err := engine.ReadTable(h)
-		if err != nil {
-			f.Note(host.Explain(err))
-			t = &engine.Table{}
-		}
-		table = t
-	}()
-	hostGatherers(ctx, h, f, opts, &wg, nil)
-	wg.Wait()
+	// The host-level gatherers run in parallel, each writing only its own
+	// domain field of f. Discovery needs only the process table, so it
+	// starts as soon as the table is read, beside them: connecting to the
+	// servers waits on the network, not on the CPU the gatherers use.
+	var hostWG sync.WaitGroup
+	hostGatherers(ctx, h, f, opts, &hostWG, nil)
+	table, err := engine.ReadTable(h)
+	if err != nil {
+		f.Note(host.Explain(err))
+		table = &engine.Table{}
+	}
 	f.Processes = table.Procs
-
 	d := engine.DiscoverAll(ctx, h, table, opts.Engine)
 	for _, n := range d.Notes {
 		f.Note(n)
@@ -172,6 +166,10 @@ func Gather(ctx context.Context, h *host.Host, opts Options) *Facts {
 	for _, in := range d.Instances {
 		f.Instances = append(f.Instances, &Instance{Instance: in})
 	}
+	// Instance gatherers read host facts (mounts, memory): they wait for
+	// the host-level gatherers.
+	hostWG.Wait()
+	var wg sync.WaitGroup
 	// Instances are few; their gatherers run in parallel per instance.
 	for _, in := range f.Instances {
 		wg.Add(1)

@@ -122,10 +122,11 @@ func gatherSystem(ctx context.Context, h *host.Host, f *Facts) {
 	s.Container, s.ContainerEvidence = detectContainer(h)
 }
 
-// glibc asks getconf, the C library's own answer.
+// glibc is getconf's answer, the C library's own (host.GlibcVersion reads
+// it without running getconf where it can).
 func glibc(ctx context.Context, h *host.Host) host.Reading {
 	r := host.Reading{Source: "getconf GNU_LIBC_VERSION"}
-	out, err := h.Run(ctx, "getconf", "GNU_LIBC_VERSION")
+	out, err := h.GlibcVersion(ctx)
 	if err != nil {
 		r.Err = host.Explain(err)
 		return r

@@ -71,6 +71,9 @@ type state struct {
 
 	mountsMu sync.Mutex
 	mounts   map[[sha256.Size]byte][]*procfs.MountInfo // parsed mountinfo by content
+
+	cmdsMu sync.Mutex
+	cmds   map[string]*cmdRun // commands run, by user, group and command line
 }
 
 // Open returns a Host over the live system mounted at root (usually "/").

@@ -1,7 +1,9 @@
 package host
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -273,4 +275,93 @@ func HugePageSizeKB(name string) (kb uint64, ok bool) {
 	}
 	kb, err := strconv.ParseUint(s, 10, 64)
 	return kb, err == nil && kb > 0
+}
+
+// ProcIDs is what a process table holds of a process: its name, parent
+// and effective user and group.
+type ProcIDs struct {
+	Name     string
+	PPID     int
+	UID, GID int
+}
+
+// ProcIDs reads a process's name, parent and effective IDs. A live read
+// that records nothing parses /proc/PID/status alone (it holds the parent
+// too), into buf, which is returned for reuse: a table of hundreds of
+// processes costs one read each. Otherwise /proc/PID/stat and status are
+// read through procfs, as collections record them and snapshots replay.
+func (h *Host) ProcIDs(pid int, buf []byte) (ProcIDs, []byte, error) {
+	if !h.live || h.rec != nil || h.confined() || h.view != nil {
+		st, err := h.ProcStat(pid)
+		if err != nil {
+			return ProcIDs{}, buf, err
+		}
+		status, err := h.Status(pid)
+		if err != nil {
+			return ProcIDs{}, buf, err
+		}
+		return ProcIDs{Name: status.Name, PPID: st.PPID, UID: int(status.UIDs[1]), GID: int(status.GIDs[1])}, buf, nil
+	}
+	buf, err := h.ReadFileInto(procPath(pid, "status"), buf)
+	if err != nil {
+		return ProcIDs{}, buf, err
+	}
+	ids, err := parseStatusIDs(buf)
+	if err != nil {
+		return ProcIDs{}, buf, pathErr("parse", rel(procPath(pid, "status")), err)
+	}
+	return ids, buf, nil
+}
+
+// parseStatusIDs reads Name, PPid, Uid and Gid from /proc/PID/status as
+// procfs does: a value is trimmed of spaces and of a " kB" suffix (even a
+// name's); of the real, effective, saved and filesystem IDs the effective
+// one is kept.
+func parseStatusIDs(b []byte) (ProcIDs, error) {
+	var ids ProcIDs
+	var seen int
+	for len(b) > 0 && seen != 0b1111 {
+		var ln []byte
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			ln, b = b[:i], b[i+1:]
+		} else {
+			ln, b = b, nil
+		}
+		k, v, ok := bytes.Cut(ln, []byte(":"))
+		if !ok {
+			continue
+		}
+		val := strings.TrimSuffix(string(bytes.TrimSpace(v)), " kB")
+		var err error
+		switch string(bytes.TrimSpace(k)) {
+		case "Name":
+			ids.Name, seen = val, seen|1
+		case "PPid":
+			ids.PPID, err = strconv.Atoi(val)
+			seen |= 2
+		case "Uid":
+			ids.UID, err = effectiveID(val)
+			seen |= 4
+		case "Gid":
+			ids.GID, err = effectiveID(val)
+			seen |= 8
+		}
+		if err != nil {
+			return ProcIDs{}, err
+		}
+	}
+	if seen != 0b1111 {
+		return ProcIDs{}, errors.New("no Name, PPid, Uid or Gid line")
+	}
+	return ids, nil
+}
+
+// effectiveID is the second of the four IDs of a Uid or Gid line.
+func effectiveID(v string) (int, error) {
+	f := strings.Fields(v)
+	if len(f) != 4 {
+		return 0, fmt.Errorf("%d IDs, want 4", len(f))
+	}
+	id, err := strconv.ParseUint(f[1], 10, 32)
+	return int(id), err
 }

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -170,34 +172,70 @@ func (h *Host) RunAs(ctx context.Context, uid, gid int, name string, args ...str
 }
 
 func (h *Host) run(ctx context.Context, uid, gid int, name string, args ...string) ([]byte, error) {
-	key := "cmd:" + strings.Join(append([]string{name}, args...), "\x00")
-	return h.probe(key, func() ([]byte, error) {
-		if !h.System() {
-			return nil, ErrNotLive
-		}
-		prog, err := h.resolveProgram(name)
-		if err != nil {
-			return nil, err
-		}
-		ctx, cancel := context.WithTimeout(ctx, h.cmdTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, prog, args...)
-		cmd.Args[0] = name
-		cmd.Env = []string{"LC_ALL=C", "PATH=" + cleanPath}
-		if uid > 0 && os.Geteuid() == 0 {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
-			cmd.Dir = "/"
-		}
-		var out, stderr bytes.Buffer
-		cmd.Stdout = &limitedWriter{w: &out, n: MaxFileSize}
-		cmd.Stderr = &limitedWriter{w: &stderr, n: 4096}
-		if err := cmd.Run(); err != nil {
-			msg := strings.TrimSpace(stderr.String())
-			if msg != "" {
-				return out.Bytes(), fmt.Errorf("%s: %w: %s", name, err, firstLine(msg))
-			}
-			return out.Bytes(), fmt.Errorf("%s: %w", name, err)
-		}
-		return out.Bytes(), nil
+	return h.probe(cmdKey(name, args), func() ([]byte, error) {
+		return h.runOnce(ctx, uid, gid, name, args...)
 	})
+}
+
+// cmdRun is one command's run, shared by every caller of a run.
+type cmdRun struct {
+	once sync.Once
+	out  []byte
+	err  error
+}
+
+// runOnce runs a command once per Host for each user and group: servers
+// of one binary (several mysqld instances, say) ask for its --version each,
+// and the answer is the same. A collection already keeps one answer per
+// command line; this keeps one per user too.
+func (h *Host) runOnce(ctx context.Context, uid, gid int, name string, args ...string) ([]byte, error) {
+	key := strconv.Itoa(uid) + ":" + strconv.Itoa(gid) + ":" + cmdKey(name, args)
+	h.cmdsMu.Lock()
+	r := h.cmds[key]
+	if r == nil {
+		if h.cmds == nil {
+			h.cmds = map[string]*cmdRun{}
+		}
+		r = &cmdRun{}
+		h.cmds[key] = r
+	}
+	h.cmdsMu.Unlock()
+	r.once.Do(func() { r.out, r.err = h.runNow(ctx, uid, gid, name, args...) })
+	return bytes.Clone(r.out), r.err
+}
+
+// cmdKey is the key a command's output is recorded under.
+func cmdKey(name string, args []string) string {
+	return "cmd:" + strings.Join(append([]string{name}, args...), "\x00")
+}
+
+// runNow runs a command on the live system (see Run).
+func (h *Host) runNow(ctx context.Context, uid, gid int, name string, args ...string) ([]byte, error) {
+	if !h.System() {
+		return nil, ErrNotLive
+	}
+	prog, err := h.resolveProgram(name)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cmdTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prog, args...)
+	cmd.Args[0] = name
+	cmd.Env = []string{"LC_ALL=C", "PATH=" + cleanPath}
+	if uid > 0 && os.Geteuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
+		cmd.Dir = "/"
+	}
+	var out, stderr bytes.Buffer
+	cmd.Stdout = &limitedWriter{w: &out, n: MaxFileSize}
+	cmd.Stderr = &limitedWriter{w: &stderr, n: 4096}
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg != "" {
+			return out.Bytes(), fmt.Errorf("%s: %w: %s", name, err, firstLine(msg))
+		}
+		return out.Bytes(), fmt.Errorf("%s: %w", name, err)
+	}
+	return out.Bytes(), nil
 }

@@ -49,6 +49,8 @@ type inspection struct {
 	flavorF    string // flavor the file list was chosen for
 	limits     host.Limits
 	socketUsed string
+	// exeVersion, when set, waits for the `--version` run started early.
+	exeVersion func() ([]byte, error)
 }
 
 // Inspect describes one server: version, option files, settings (live when
@@ -73,6 +75,12 @@ func (detector) Inspect(ctx context.Context, h *host.Host, p engine.Process, t *
 		in.Exe = args[0]
 	}
 	x := &inspection{ctx: ctx, h: h, in: in, opts: opts, cmd: parseCmdline(args)}
+	if opts.NoConnect && h.Live() && in.Exe != "" {
+		// No connection will say the version: `mysqld --version` (a large
+		// binary, several milliseconds) starts now and runs while the
+		// option files are read.
+		x.exeVersion = x.startExeVersion()
+	}
 	x.limits, _ = h.Limits(p.PID)
 
 	// A first guess of the flavor picks the option files; live variables or
@@ -400,7 +408,11 @@ func (x *inspection) versionFromExe() {
 		in.ConfigErrors = append(in.ConfigErrors, "version unknown: the server binary could not be found")
 		return
 	}
-	out, err := x.h.RunAs(x.ctx, in.UID, in.GID, in.Exe, "--version")
+	run := x.exeVersion
+	if run == nil {
+		run = x.startExeVersion()
+	}
+	out, err := run()
 	if err != nil {
 		in.ConfigErrors = append(in.ConfigErrors, "version unknown: "+host.Explain(err))
 		return
@@ -412,6 +424,25 @@ func (x *inspection) versionFromExe() {
 	}
 	in.Version, in.VersionSource = v, in.Exe+" --version"
 	in.Flavor = FlavorOf(v, comment)
+}
+
+// startExeVersion starts `mysqld --version` as the server's user and
+// returns what waits for its output.
+func (x *inspection) startExeVersion() func() ([]byte, error) {
+	type result struct {
+		out []byte
+		err error
+	}
+	done := make(chan result, 1)
+	uid, gid, exe := x.in.UID, x.in.GID, x.in.Exe
+	go func() {
+		out, err := x.h.RunAs(x.ctx, uid, gid, exe, "--version")
+		done <- result{out, err}
+	}()
+	return func() ([]byte, error) {
+		r := <-done
+		return r.out, r.err
+	}
 }
 
 // parseVersionOutput reads "mariadbd  Ver 10.11.6-MariaDB-0+deb12u1 for
