@@ -68,6 +68,7 @@ pids=()
 new=""
 cleanup() {
   [ -z "$new" ] || rm -f "$new"
+  [ -z "${floor_dir:-}" ] || rm -rf "$floor_dir"
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$tmp"
@@ -91,12 +92,34 @@ EOF
 (cd "$tmp/hello" && go mod init hello >/dev/null 2>&1 &&
   CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$tmp/hello-world" .)
 
+# The floor that dbhost's dependencies set: a program that imports every
+# package dbhost's own packages import (standard library and third-party,
+# for their init functions and their size) and does nothing: what is left
+# above it is dbhost's own start-up. It is built in
+# the module, from a directory removed on exit, so the versions are go.mod's.
+floor_dir=$(mktemp -d bench/.floor-XXXXXX)
+{
+  echo "package main"
+  echo
+  echo "import ("
+  echo '	"os"'
+  # The imports of the packages of this module that the binary links.
+  go list -deps -f '{{if .Module}}{{if eq .Module.Path "github.com/dbhost/dbhost"}}{{join .Imports "\n"}}{{end}}{{end}}' ./cmd/dbhost |
+    grep -v -e '^github.com/dbhost/' -e '^os$' -e '^$' | sort -u | sed 's/.*/\t_ "&"/'
+  echo ")"
+  echo
+  printf '%s\n' 'func main() { os.Stdout.WriteString("hello, world\n") }'
+} >"$floor_dir/main.go"
+CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$tmp/deps-only" "./$floor_dir"
+rm -rf "$floor_dir"
+
 # A key is WORK.SIDE: new is $DBHOST, old is $BEFORE, peer the other tool.
 argv_for() {
   local bin=$DBHOST
   case $1 in *.old) bin=$BEFORE ;; esac
   case $1 in
     start.peer) argv=("$tmp/hello-world") ;;
+    start.floor) argv=("$tmp/deps-only") ;;
     start.*) argv=("$bin" version) ;;
     audit.peer) argv=(timeout 120 pt-summary) ;;
     audit.*) argv=("$bin" audit --format json --fail-on none) ;;
@@ -146,7 +169,7 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
 quiet_procs=$(user_processes)
 say "start-up, $runs rounds"
 mapfile -t ks < <(sides start)
-rounds "${ks[@]}" start.peer
+rounds "${ks[@]}" start.floor start.peer
 say "live audit, $runs rounds (pt-summary in $((pt_runs < runs ? pt_runs : runs)))"
 mapfile -t ks < <(sides audit nc)
 rounds "${ks[@]}" audit.peer
@@ -223,6 +246,7 @@ report="bench/results/speed-$(date -u +%Y%m%d-%H%M%S).md"
   echo
   header "hello"
   table start start.peer "\`dbhost version\`"
+  row start.floor "dbhost's imports alone: a binary that links every package dbhost imports and does nothing" "start.peer"
   row start.peer "hello-world Go binary (static, stripped)" ""
   echo
   echo "## Live audit"
@@ -250,9 +274,9 @@ cell() { echo "$(wall "$1") ms, CPU $(column "$s" "$1" 4 | median | ms)"; }
 rr() { pair_ratios "$s" "$1" "$2" 3 | median | ratio; }
 readme() {
   local b=${BEFORE:+1}
-  echo "Medians of one run of \`sudo bench/speed.sh $runs\` ($date, $(nproc) vCPUs, Linux $(uname -r | cut -d- -f1), load average"
+  echo "Medians of one run of \`sudo ${BEFORE:+BEFORE=OLD-BUILD }bench/speed.sh $runs\` ($date, $(nproc) vCPUs, Linux $(uname -r | cut -d- -f1), load average"
   echo "${load%% *} before it): $runs interleaved rounds (pt-summary: $((pt_runs < runs ? pt_runs : runs))), wall and CPU in ms, each ratio"
-  echo "the median of the per-round ratios of wall times."
+  echo "the median of the per-round ratios of wall times.${BEFORE:+ Before: $(vers "$BEFORE"), after: $(vers "$DBHOST").}"
   echo
   if [ -n "$b" ]; then
     echo "| \`bench/speed.sh\` | dbhost | before | peer | dbhost ÷ peer | dbhost ÷ before |"
