@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 'dbhost fleet report' over N snapshots (default 500): symbolic links to
-# the 128 recorded hosts in testdata/hosts (built from their text form),
+# the recorded hosts (136 today) in testdata/hosts (built from their text form),
 # taken in turn, in a temporary directory. Reports the wall time and peak
 # RSS (GNU time), the load average before the run (other work on the
 # machine slows it down), and the report's size. Runs as any user.
