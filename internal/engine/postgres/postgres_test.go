@@ -370,6 +370,55 @@ func TestIntegrationSnapshot(t *testing.T) {
 	}
 }
 
+// TestIntegrationUnprivileged: a login that can read neither pg_authid nor
+// the collation version function still gets the settings, the databases
+// (from the fallback query), the roles and the public schema; each failed
+// part says why, in the server's words.
+func TestIntegrationUnprivileged(t *testing.T) {
+	needPG(t)
+	s := testdb.Postgres(t, testdb.Options{Settings: map[string]string{"work_mem": "12MB"}})
+	s.SQL(t, "CREATE ROLE dbhost_probe LOGIN")
+	s.SQL(t, "REVOKE EXECUTE ON FUNCTION pg_database_collation_actual_version(oid) FROM PUBLIC")
+	t.Setenv("PGUSER", "dbhost_probe")
+	h, err := host.Open("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := inspectPID(t, h, s.PID, engine.Options{})
+	if in.SettingsSource != "live" {
+		t.Fatalf("settings %q err %q", in.SettingsSource, in.LiveErr)
+	}
+	if st, _ := in.Setting("work_mem"); st.Value != "12288" || st.Unit != "kB" {
+		t.Errorf("work_mem %+v", st)
+	}
+	const denied = "permission denied for function pg_database_collation_actual_version"
+	if in.LiveErr != "databases: pg_database_collation_actual_version: "+denied {
+		t.Errorf("live err %q", in.LiveErr)
+	}
+	found := false
+	for _, d := range in.Postgres.Databases {
+		if d.Name == "postgres" {
+			found = d.ActualVersion == "" && d.Provider == "libc"
+		}
+	}
+	if !found {
+		t.Errorf("databases from the fallback query: %+v", in.Postgres.Databases)
+	}
+	sec := in.Postgres.Security
+	if sec == nil {
+		t.Fatal("no security read")
+	}
+	if sec.RolesErr != "" || len(sec.Superusers) != 1 || sec.Superusers[0].Name != "postgres" {
+		t.Errorf("superusers %+v (%q)", sec.Superusers, sec.RolesErr)
+	}
+	if sec.PublicErr != "" || !sec.PublicSchema || sec.Database != "postgres" {
+		t.Errorf("public schema %+v", sec)
+	}
+	if sec.HashesErr != "permission denied for table pg_authid" || sec.MD5Roles != nil || sec.ScramRoles != 0 {
+		t.Errorf("hashes %q md5 %v scram %d", sec.HashesErr, sec.MD5Roles, sec.ScramRoles)
+	}
+}
+
 func appendTo(t *testing.T, name, text string) {
 	t.Helper()
 	f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0)
