@@ -179,12 +179,13 @@ func Diff(a, b Snapshot) Result {
 	// only are left out.
 	type val struct{ v, raw string }
 	rekey := func(s Snapshot, ren map[string]string, idx []int, ids map[string]identity) map[string]val {
-		m := make(map[string]val, len(s.Settings))
+		settings := s.settingMap()
+		m := make(map[string]val, len(settings))
 		stackOf := map[string]string{} // stack key prefix → pair name
 		for n, i := range idx {
 			stackOf[s.Stacks[i].Key] = devPairs[n].Name
 		}
-		for k, v := range s.Settings {
+		for k, v := range settings {
 			nk := k
 			switch Kind(k) {
 			case KindDB, KindLimits:

@@ -230,7 +230,7 @@ func newView(r *Report) view {
 		rw := row{Anchor: anchor(i), Hostname: esc(h.Hostname), File: esc(base(h.ID)), Distance: num(h.Distance),
 			Failing: h.Failing, Off: len(h.OffMajority)}
 		for _, c := range v.Columns {
-			f, ok := h.worst[c.ID]
+			f, ok := h.worstOf(c.ID)
 			if st, judged := h.Checks[c.ID]; !ok && judged {
 				// A report not made by Build (read back from its JSON)
 				// has each check's worst status, not the finding.

@@ -2,8 +2,10 @@ package fleet
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/dbhost/dbhost/internal/check"
 )
@@ -79,7 +81,19 @@ type HostReport struct {
 	// judge them pass, the rarest first.
 	RareFailures []RareFailure `json:"rare_failures"`
 
-	worst map[string]Finding // check ID → worst finding, for the matrix
+	// worst is each check's worst finding on the host, sorted by check
+	// ID, for the matrix: a slice, not a map, as it is kept for every host
+	// until the page is written.
+	worst []Finding
+}
+
+// worstOf returns the host's worst finding of check id.
+func (h *HostReport) worstOf(id string) (Finding, bool) {
+	i, ok := sort.Find(len(h.worst), func(i int) int { return strings.Compare(id, h.worst[i].ID) })
+	if !ok {
+		return Finding{}, false
+	}
+	return h.worst[i], true
 }
 
 // HostFinding is one failing finding of a host.
@@ -231,7 +245,8 @@ func Build(snaps []Snapshot, errs []LoadError) *Report {
 		if h.Failing > 0 {
 			r.Summary.HostsFailing++
 		}
-		for id, f := range h.worst {
+		for _, f := range h.worst {
+			id := f.ID
 			c := checks[id]
 			if c == nil {
 				c = &CheckSummary{ID: id}
@@ -295,7 +310,8 @@ func Build(snaps []Snapshot, errs []LoadError) *Report {
 		for _, o := range h.OffMajority {
 			rs = append(rs, o.Rarity)
 		}
-		for id, f := range h.worst {
+		for _, f := range h.worst {
+			id := f.ID
 			if c := checks[id]; f.Status == check.Fail && c.Pass > c.Fail {
 				rf := RareFailure{ID: id, Failing: c.Fail, Judged: c.Fail + c.Pass, Rarity: Rarity(c.Fail, c.Pass, c.Fail+c.Pass)}
 				h.RareFailures = append(h.RareFailures, rf)
@@ -374,17 +390,30 @@ func hostIDs(snaps []Snapshot) []string {
 
 func hostReport(s *Snapshot, id string) HostReport {
 	h := HostReport{ID: id, Hostname: s.Hostname, Label: s.Label(), Kernel: s.Kernel, AsRoot: s.AsRoot,
-		Instances: s.Instances, Checks: map[string]check.Status{}, Failures: []HostFinding{}, worst: map[string]Finding{}}
+		Instances: s.Instances, Checks: map[string]check.Status{}, Failures: []HostFinding{}}
 	if h.Instances == nil {
 		h.Instances = []string{}
 	}
 	if !s.CollectedAt.IsZero() {
 		h.CollectedAt = s.CollectedAt.UTC().Format("2006-01-02T15:04:05Z")
 	}
-	for _, f := range s.Findings {
-		if w, ok := h.worst[f.ID]; !ok || worse(f, w) {
-			h.worst[f.ID] = f
+	// Each check's findings in a run, in their order: the first of its
+	// worst is kept.
+	byID := slices.Clone(s.Findings)
+	sort.SliceStable(byID, func(a, b int) bool { return byID[a].ID < byID[b].ID })
+	n := 0
+	for _, f := range byID {
+		if n > 0 && byID[n-1].ID == f.ID {
+			if worse(f, byID[n-1]) {
+				byID[n-1] = f
+			}
+			continue
 		}
+		byID[n] = f
+		n++
+	}
+	h.worst = slices.Clone(byID[:n])
+	for _, f := range s.Findings {
 		switch f.Status {
 		case check.Fail:
 			h.Failing++
@@ -400,8 +429,8 @@ func hostReport(s *Snapshot, id string) HostReport {
 			h.Unknown++
 		}
 	}
-	for id, f := range h.worst {
-		h.Checks[id] = f.Status
+	for _, f := range h.worst {
+		h.Checks[f.ID] = f.Status
 	}
 	sort.SliceStable(h.Failures, func(a, b int) bool {
 		x, y := h.Failures[a], h.Failures[b]
@@ -427,9 +456,9 @@ func spreads(snaps []Snapshot, ids []string) []SettingSpread {
 	all := map[string]*tally{}
 	for i := range snaps {
 		s := &snaps[i]
-		for k, v := range s.Settings {
+		s.EachSetting(func(k, v string) {
 			if redacted(v) {
-				continue
+				return
 			}
 			t := all[k]
 			if t == nil {
@@ -437,7 +466,7 @@ func spreads(snaps []Snapshot, ids []string) []SettingSpread {
 				all[k] = t
 			}
 			t.counts[v]++
-		}
+		})
 	}
 	// A second pass records hosts, only for the settings that vary: most
 	// do not, and a list of every host per value would be most of the
@@ -451,11 +480,11 @@ func spreads(snaps []Snapshot, ids []string) []SettingSpread {
 	}
 	for i := range snaps {
 		s := &snaps[i]
-		for k, v := range s.Settings {
+		s.EachSetting(func(k, v string) {
 			if t := varied[k]; t != nil && !redacted(v) {
 				t.hosts[v] = append(t.hosts[v], ids[i])
 			}
-		}
+		})
 	}
 	out := make([]SettingSpread, 0, len(varied))
 	for k, t := range varied {

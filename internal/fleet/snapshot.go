@@ -30,12 +30,40 @@ type Snapshot struct {
 	Devices []string `json:"devices"`
 	// Stacks are the devices as their settings are keyed: the devices
 	// under database paths grouped, the rest one by one.
-	Stacks   []Stack    `json:"stacks,omitempty"`
+	Stacks []Stack `json:"stacks,omitempty"`
+	// Settings are nil in the snapshots LoadAll returns, which hold them
+	// packed: read them with EachSetting.
 	Settings SettingMap `json:"settings"`
 	// Raw holds the value read for the settings whose compared value is
 	// another (a kernel default derived from RAM, a cleaned path).
 	Raw      map[string]string `json:"raw,omitempty"`
 	Findings []Finding         `json:"findings"`
+
+	packed *packed // the settings, when LoadAll packed them
+}
+
+// EachSetting calls fn with each setting of s, in no order, whether they
+// are in Settings or packed by LoadAll.
+func (s *Snapshot) EachSetting(fn func(key, value string)) {
+	for k, v := range s.Settings {
+		fn(k, v)
+	}
+	if p := s.packed; p != nil {
+		for _, kv := range p.pairs {
+			fn(p.in.strs[kv.key], p.in.strs[kv.value])
+		}
+	}
+}
+
+// settingMap returns the settings of s as a map, unpacking them if LoadAll
+// packed them.
+func (s *Snapshot) settingMap() SettingMap {
+	if s.packed == nil {
+		return s.Settings
+	}
+	m := make(SettingMap, len(s.Settings)+len(s.packed.pairs))
+	s.EachSetting(func(k, v string) { m[k] = v })
+	return m
 }
 
 // Database is one database server of a snapshot.
