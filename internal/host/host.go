@@ -465,14 +465,14 @@ func probeValue[T any](h *Host, key string, fn func() (T, error)) (T, error) {
 		if err != nil {
 			return v, err
 		}
-		if !jsonIdentity(x) {
-			b, err := marshal(x)
-			if err != nil {
-				return v, err
-			}
-			return v, unmarshal(b, &v)
+		if jsonIdentity(x) {
+			return x, nil
 		}
-		return x, nil
+		b, err := marshal(x)
+		if err != nil {
+			return v, err
+		}
+		return v, unmarshal(b, &v)
 	}
 	b, err := h.probe(key, func() ([]byte, error) {
 		x, err := fn()

@@ -25,12 +25,11 @@ func (h *Host) GlibcVersion(ctx context.Context) ([]byte, error) {
 		// Collection keeps recording exactly what it always recorded.
 		return h.Run(ctx, name, args...)
 	}
-	return h.probe(cmdKey(name, args), func() ([]byte, error) {
-		if v, err := h.linkerGlibc(name); err == nil {
-			return []byte("glibc " + v + "\n"), nil
-		}
-		return h.runNow(ctx, 0, 0, name, args...)
-	})
+	// Live, nothing recorded: no probe to go through.
+	if v, err := h.linkerGlibc(name); err == nil {
+		return []byte("glibc " + v + "\n"), nil
+	}
+	return h.Run(ctx, name, args...)
 }
 
 // maxLinkerSize bounds what is read of a program or of its dynamic linker
